@@ -1,0 +1,1 @@
+"""Subcommands of the msdoctor CLI, one module each."""

@@ -1,0 +1,210 @@
+"""Event schema v1: the one contract shared by the training hooks and the sidecar.
+
+Standard library only: the training process imports this module too.
+
+An event is a plain ``dict`` (fast to build and to decode; typed views are the
+``TypedDict`` classes below). Every event has ``v`` (schema version), ``type``
+and ``rank``; each type has its own fields. Absent signals are omitted, never
+faked. Unknown fields are kept as they are, so a newer producer never breaks an
+older sidecar.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Mapping, Optional, Tuple, TypedDict
+
+SCHEMA_VERSION = 1
+
+#: Field kinds: how a value is checked and what the error says is expected.
+INT, NUM, BOOL, STR, OBJ = "int", "number", "bool", "string", "object"
+
+EXPECTED: Dict[str, str] = {
+    INT: "an integer",
+    NUM: 'a number or one of "nan", "inf", "-inf"',
+    BOOL: "true or false",
+    STR: "a string",
+    OBJ: "a JSON object",
+}
+
+#: Spellings of non-finite numbers accepted on the wire (JSON has no NaN/Inf).
+NONFINITE: Dict[str, float] = {
+    "nan": math.nan, "NaN": math.nan, "-nan": math.nan,
+    "inf": math.inf, "Infinity": math.inf, "+inf": math.inf, "Inf": math.inf,
+    "-inf": -math.inf, "-Infinity": -math.inf, "-Inf": -math.inf,
+}
+
+# field -> (kind, required)
+_COMMON = {"v": (INT, True), "type": (STR, True), "rank": (INT, True),
+           "t": (NUM, False), "run": (STR, False)}
+
+#: Numeric signals of a step event, in base units (SI, names carry the unit).
+STEP_SIGNALS: Tuple[str, ...] = (
+    "loss", "grad_norm", "loss_scale", "lr", "tokens", "step_time_s", "data_wait_s",
+    "update_ratio", "mem_device_bytes", "mem_device_peak_bytes", "mem_host_rss_bytes",
+    "micro_steps",
+)
+
+FIELDS: Dict[str, Dict[str, Tuple[str, bool]]] = {
+    "run_start": {**_COMMON, "world_size": (INT, False), "config": (OBJ, False),
+                  "expect": (OBJ, False)},
+    "step": {**_COMMON, "step": (INT, True), "overflow": (BOOL, False),
+             **{name: (NUM, False) for name in STEP_SIGNALS}},
+    "checkpoint": {**_COMMON, "step": (INT, True), "path": (STR, False)},
+    "run_end": {**_COMMON, "status": (STR, True), "step": (INT, False),
+                "exception": (STR, False)},
+    "heartbeat": {**_COMMON, "step": (INT, False), "dropped": (INT, False)},
+    "stop": {**_COMMON, "step": (INT, False), "reason": (STR, True)},
+}
+
+EVENT_TYPES: Tuple[str, ...] = tuple(FIELDS)
+
+RUN_END_STATUSES = ("completed", "failed", "stopped")
+
+
+class EventError(ValueError):
+    """A malformed event: names the field, what was found and what was expected."""
+
+    def __init__(self, message: str, field: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class RunStart(TypedDict, total=False):
+    v: int
+    type: str
+    rank: int
+    t: float
+    run: str
+    world_size: int
+    config: Dict[str, Any]
+    expect: Dict[str, Any]
+
+
+class Step(TypedDict, total=False):
+    v: int
+    type: str
+    rank: int
+    t: float
+    run: str
+    step: int
+    overflow: bool
+    loss: float
+    grad_norm: float
+    loss_scale: float
+    lr: float
+    tokens: float
+    step_time_s: float
+    data_wait_s: float
+    update_ratio: float
+    mem_device_bytes: float
+    mem_device_peak_bytes: float
+    mem_host_rss_bytes: float
+    micro_steps: float
+
+
+class Checkpoint(TypedDict, total=False):
+    v: int
+    type: str
+    rank: int
+    t: float
+    run: str
+    step: int
+    path: str
+
+
+class RunEnd(TypedDict, total=False):
+    v: int
+    type: str
+    rank: int
+    t: float
+    run: str
+    status: str
+    step: int
+    exception: str
+
+
+class Heartbeat(TypedDict, total=False):
+    v: int
+    type: str
+    rank: int
+    t: float
+    run: str
+    step: int
+    dropped: int
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_field(name: str, kind: str, value: Any) -> Any:
+    """Return ``value`` normalised for ``kind`` (non-finite strings become floats)."""
+    if kind == NUM:
+        if type(value) is float or (type(value) is int):
+            return value
+        if isinstance(value, str) and value in NONFINITE:
+            return NONFINITE[value]
+    elif kind == INT:
+        if type(value) is int:
+            return value
+        if type(value) is float and value.is_integer():
+            return int(value)
+    elif kind == BOOL:
+        if type(value) is bool:
+            return value
+    elif kind == STR:
+        if isinstance(value, str):
+            return value
+    elif kind == OBJ:
+        if isinstance(value, dict):
+            return value
+    raise EventError(f"field {name!r}: expected {EXPECTED[kind]}, got {_describe(value)}", name)
+
+
+def validate(event: Any) -> Dict[str, Any]:
+    """Check ``event`` against schema v1 and normalise it in place.
+
+    Raises :class:`EventError` naming the first offending field. Unknown fields
+    are kept untouched.
+    """
+    if not isinstance(event, dict):
+        raise EventError(f"expected a JSON object, got {_describe(event)}")
+    version = event.get("v")
+    if version != SCHEMA_VERSION:
+        if version is None:
+            raise EventError(f"missing field 'v': expected schema version {SCHEMA_VERSION}", "v")
+        raise EventError(f"field 'v': unsupported schema version {_describe(version)}, "
+                         f"this reader understands {SCHEMA_VERSION}", "v")
+    kind = event.get("type")
+    spec = FIELDS.get(kind) if isinstance(kind, str) else None
+    if spec is None:
+        raise EventError(f"field 'type': expected one of {', '.join(EVENT_TYPES)}, "
+                         f"got {_describe(kind)}", "type")
+    for name, (field_kind, required) in spec.items():
+        if name in event:
+            value = event[name]
+            checked = check_field(name, field_kind, value)
+            if checked is not value:
+                event[name] = checked
+        elif required:
+            raise EventError(f"{kind} event: missing required field {name!r} "
+                             f"({EXPECTED[field_kind]})", name)
+    return event
+
+
+def make(kind: str, rank: int, **fields: Any) -> Dict[str, Any]:
+    """Build an event of ``kind`` for ``rank``; ``None`` fields are left out."""
+    event: Dict[str, Any] = {"v": SCHEMA_VERSION, "type": kind, "rank": rank}
+    for name, value in fields.items():
+        if value is not None:
+            event[name] = value
+    return event
+
+
+def tokens_per_s(event: Mapping[str, Any]) -> Optional[float]:
+    """Per-device throughput derived from a step event, or None when not derivable."""
+    tokens, seconds = event.get("tokens"), event.get("step_time_s")
+    if tokens is None or not seconds or seconds <= 0:
+        return None
+    return float(tokens) / float(seconds)

@@ -1,0 +1,39 @@
+"""Each package imports only what DESIGN §2 allows it to (checked in a fresh interpreter)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+FORBIDDEN = {
+    "trainer_hooks": ("textual", "prometheus_client"),
+    "msdoctor": ("mindspore", "mindformers", "textual", "prometheus_client"),
+    "msdoctor.events": ("mindspore", "textual", "prometheus_client", "numpy", "yaml"),
+    "msdoctor.batch": ("mindspore", "textual", "prometheus_client"),
+    "msdoctor.spool": ("mindspore", "mindformers", "textual", "prometheus_client"),
+    "msdoctor.state": ("mindspore", "mindformers", "textual", "prometheus_client"),
+    "msdoctor.daemon": ("mindspore", "mindformers", "textual"),
+    "msdoctor.engine": ("mindspore", "mindformers", "textual", "prometheus_client"),
+    "msdoctor.alerts": ("mindspore", "mindformers", "textual", "prometheus_client"),
+    "msdoctor.cli": ("mindspore", "mindformers", "textual", "prometheus_client"),
+}
+
+
+def _loaded_after_import(module: str) -> set:
+    code = (f"import importlib, sys, json; importlib.import_module({module!r}); "
+            "print(json.dumps(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return {name.split(".")[0] for name in json.loads(out.stdout.strip().splitlines()[-1])}
+
+
+@pytest.mark.parametrize("module", sorted(FORBIDDEN))
+def test_a_package_does_not_pull_in_what_it_must_not_import(module):
+    pytest.importorskip(module)
+    loaded = _loaded_after_import(module)
+    leaked = sorted(set(FORBIDDEN[module]) & loaded)
+    assert not leaked, f"importing {module} loads {leaked}"
+
+
+def test_importing_trainer_hooks_does_not_import_mindspore_until_a_hook_is_used():
+    loaded = _loaded_after_import("trainer_hooks")
+    assert "mindspore" not in loaded
