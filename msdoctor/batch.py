@@ -7,7 +7,8 @@ Python dict per event. This is what keeps the sidecar and replay fast.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from operator import itemgetter, methodcaller
+from typing import Any, Dict, List, Mapping, Optional
 
 import numpy as np
 
@@ -55,42 +56,78 @@ class StepBatch:
 
 
 def columnize(run: str, rank: int, events: List[Mapping[str, Any]]) -> StepBatch:
-    """Build a :class:`StepBatch` from validated step events of one rank."""
+    """Build a :class:`StepBatch` from validated step events of one rank.
+
+    Events are grouped by their *shape* (their key tuple: a hook writes the
+    same few shapes over and over), and each group's signals are pulled out
+    with one ``itemgetter`` call per event into a 2-D array. Every pass runs
+    in C: this function is on the hot path of ingest and replay.
+    """
     n = len(events)
-    steps = np.fromiter((e["step"] for e in events), dtype=np.int64, count=n)
-    t = np.fromiter((e.get("t", np.nan) for e in events), dtype=np.float64, count=n)
+    steps = np.fromiter(map(_get_step, events), dtype=np.int64, count=n)
+    t = np.fromiter(map(_get_t, events), dtype=np.float64, count=n)
     columns: Dict[str, np.ndarray] = {}
     masks: Dict[str, np.ndarray] = {}
-    present = set()
-    for event in events:
-        present.update(event.keys())
-    for name in STEP_SIGNALS:
-        if name in present:
-            _add_column(columns, masks, name, (e.get(name) for e in events), n)
-    if "overflow" in present:
-        _add_column(columns, masks, "overflow",
-                    (None if e.get("overflow") is None else float(e["overflow"]) for e in events), n)
-    if "tokens" in columns and "step_time_s" in columns:
-        seconds = columns["step_time_s"]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            tps = np.where(seconds > 0, columns["tokens"] / seconds, np.nan)
-        mask = _and(masks.get("tokens"), masks.get("step_time_s"), seconds > 0)
-        _store(columns, masks, "tokens_per_s", tps, mask)
-    if "data_wait_s" in columns and "step_time_s" in columns:
-        seconds = columns["step_time_s"]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(seconds > 0, columns["data_wait_s"] / seconds, np.nan)
-        mask = _and(masks.get("data_wait_s"), masks.get("step_time_s"), seconds > 0)
-        _store(columns, masks, "data_wait_share", share, mask)
+    for names, index in _shape_groups(events).items():
+        rows = events if index is None else [events[i] for i in index]
+        table = np.array(list(map(itemgetter(*names), rows)), dtype=np.float64)
+        table = table.reshape(len(rows), len(names))
+        for j, name in enumerate(names):
+            if index is None:
+                columns[name] = np.ascontiguousarray(table[:, j])
+                continue
+            column = columns.get(name)
+            if column is None:
+                column = columns[name] = np.full(n, np.nan)
+                masks[name] = np.zeros(n, dtype=bool)
+            column[index] = table[:, j]
+            masks[name][index] = True
+    for name in [name for name, mask in masks.items() if mask.all()]:
+        del masks[name]
+    _derive(columns, masks)
     return StepBatch(run, rank, steps, t, columns, masks)
 
 
-def _add_column(columns: Dict[str, np.ndarray], masks: Dict[str, np.ndarray], name: str,
-                values: Iterable[Any], n: int) -> None:
-    raw = [v for v in values]
-    mask = np.fromiter((v is not None for v in raw), dtype=bool, count=n)
-    column = np.fromiter((np.nan if v is None else v for v in raw), dtype=np.float64, count=n)
-    _store(columns, masks, name, column, mask)
+_get_step = itemgetter("step")
+_get_t = methodcaller("get", "t", np.nan)
+_SOURCES = frozenset(STEP_SIGNALS + ("overflow",))
+
+
+def _shape_groups(events: List[Mapping[str, Any]]) -> Dict[tuple, Optional[List[int]]]:
+    """Signal names of each event shape -> row indices (None: every row has that shape)."""
+    shapes = list(map(tuple, events))
+    if not shapes:
+        return {}
+    if shapes.count(shapes[0]) == len(shapes):
+        names = tuple(k for k in shapes[0] if k in _SOURCES)
+        return {names: None} if names else {}
+    by_shape: Dict[tuple, List[int]] = {}
+    for i, shape in enumerate(shapes):
+        rows = by_shape.get(shape)
+        if rows is None:
+            rows = by_shape[shape] = []
+        rows.append(i)
+    groups: Dict[tuple, List[int]] = {}
+    for shape, rows in by_shape.items():
+        names = tuple(k for k in shape if k in _SOURCES)
+        if names:
+            groups.setdefault(names, []).extend(rows)
+    return {names: sorted(rows) if len(rows) > 1 else rows for names, rows in groups.items()}
+
+
+def _derive(columns: Dict[str, np.ndarray], masks: Dict[str, np.ndarray]) -> None:
+    """Add ``tokens_per_s`` and ``data_wait_share`` where their inputs were recorded."""
+    seconds = columns.get("step_time_s")
+    if seconds is None:
+        return
+    positive = seconds > 0
+    for name, numerator in (("tokens_per_s", "tokens"), ("data_wait_share", "data_wait_s")):
+        if numerator not in columns:
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            value = np.where(positive, columns[numerator] / seconds, np.nan)
+        mask = _and(masks.get(numerator), masks.get("step_time_s"), positive)
+        _store(columns, masks, name, value, mask)
 
 
 def _and(*masks: Optional[np.ndarray]) -> Optional[np.ndarray]:

@@ -1,0 +1,58 @@
+"""One alert transition, as written to ``alerts.jsonl`` and shown to people."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional
+
+
+def json_number(value: Any) -> Any:
+    """A JSON-safe number: non-finite floats become "nan", "inf", "-inf" (as in events)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+@dataclass
+class Alert:
+    """A transition of one rule for one (run, rank): pending, firing or resolved."""
+
+    alert: str
+    state: str
+    severity: str
+    run: str
+    rank: int
+    step: Optional[int]
+    first_step: Optional[int]
+    value: float
+    t: Optional[float]
+    summary: str = ""
+    cause: str = ""
+    fix: str = ""
+    runbook_url: str = ""
+    labels: Dict[str, str] = field(default_factory=dict)
+    annotations: Dict[str, str] = field(default_factory=dict)
+    values: Dict[str, float] = field(default_factory=dict)
+    action: Optional[str] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The JSON object of this transition (one line of ``alerts.jsonl``)."""
+        d: Dict[str, Any] = {
+            "alert": self.alert, "state": self.state, "severity": self.severity,
+            "run": self.run, "rank": self.rank, "step": self.step, "first_step": self.first_step,
+            "value": json_number(self.value), "summary": self.summary, "cause": self.cause,
+            "fix": self.fix, "runbook_url": self.runbook_url, "t": json_number(self.t),
+            "labels": dict(self.labels), "annotations": dict(self.annotations),
+            "values": {k: json_number(v) for k, v in self.values.items()},
+        }
+        if self.action:
+            d["action"] = self.action
+        return d
+
+    def describe(self) -> str:
+        """One line for a log: what, where, and the fix."""
+        where = f"run {self.run} rank {self.rank} step {self.step}"
+        text = f"[{self.severity}] {self.alert} {self.state} ({where}): {self.summary}"
+        if self.state == "firing" and self.fix:
+            text += f" Fix: {self.fix}"
+        return text

@@ -1,0 +1,165 @@
+"""The ``/api/v1`` route table: path + query string in, ``(status, JSON body)`` out.
+
+Independent of the HTTP server (``msdoctor.exporter.server`` calls
+:meth:`Api.handle`), so it is tested without sockets. Every route is read-only;
+bad parameters get a 400 naming the parameter, what was given and what is
+expected; unknown runs, ranks and signals get a 404 listing what exists.
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from urllib.parse import parse_qs, unquote
+
+from msdoctor.api import views
+from msdoctor.api.schema import openapi
+
+PREFIX = "/api/v1"
+ALERT_STATES = ("active", "firing", "pending")
+
+Response = Tuple[int, Dict[str, Any]]
+
+
+class BadRequest(ValueError):
+    """A query parameter with the wrong form."""
+
+
+@dataclass
+class Context:
+    """What the API reads: the store, the alert feed, the deliverers, and some facts."""
+
+    store: Any
+    feed: Any = None
+    deliverers: Sequence[Any] = ()
+    run_dir: str = ""
+    started: float = field(default_factory=time.time)
+
+
+def _one(query: Dict[str, List[str]], name: str) -> Optional[str]:
+    values = query.get(name)
+    if not values:
+        return None
+    if len(values) > 1:
+        raise BadRequest(f"query parameter {name!r} given {len(values)} times; expected once")
+    return values[0]
+
+
+def _int(query: Dict[str, List[str]], name: str, default: Optional[int], low: int,
+         high: Optional[int] = None) -> Optional[int]:
+    text = _one(query, name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadRequest(f"query parameter {name!r}: expected an integer, got {text!r}") from None
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise BadRequest(f"query parameter {name!r}: expected an integer {bound}, got {value}")
+    return value
+
+
+def _signals(query: Dict[str, List[str]]) -> List[str]:
+    out: List[str] = []
+    for value in query.get("signal", []) + query.get("signals", []):
+        out.extend(s for s in value.split(",") if s)
+    return out
+
+
+def _rank(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadRequest(f"rank in the path: expected an integer, got {text!r}") from None
+    if value < 0:
+        raise BadRequest(f"rank in the path: expected an integer >= 0, got {value}")
+    return value
+
+
+class Api:
+    """Dispatch ``GET /api/v1/...`` requests to :mod:`msdoctor.api.views`."""
+
+    def __init__(self, context: Context) -> None:
+        self.ctx = context
+        seg = r"([^/]+)"
+        self.routes: List[Tuple[re.Pattern, Callable[..., Dict[str, Any]]]] = [
+            (re.compile(r"/?"), self._index),
+            (re.compile(r"/openapi\.json"), lambda q: openapi()),
+            (re.compile(r"/status"), self._status),
+            (re.compile(r"/runs"), lambda q: views.runs(self.ctx.store, self.ctx.feed)),
+            (re.compile(rf"/runs/{seg}"), self._run),
+            (re.compile(rf"/runs/{seg}/ranks"), self._ranks),
+            (re.compile(rf"/runs/{seg}/ranks/{seg}"), self._rank),
+            (re.compile(rf"/runs/{seg}/ranks/{seg}/series"), self._rank_series),
+            (re.compile(rf"/runs/{seg}/series"), self._run_series),
+            (re.compile(r"/alerts"), self._alerts),
+            (re.compile(r"/alerts/history"), self._history),
+        ]
+
+    def handle(self, path: str, query_string: str = "") -> Response:
+        """Answer one GET: ``path`` starts with ``/api/v1``."""
+        if not (path == PREFIX or path.startswith(PREFIX + "/")):
+            return 404, {"error": f"no such endpoint {path!r}; the API lives under {PREFIX}/"}
+        rest = path[len(PREFIX):]
+        query = parse_qs(query_string, keep_blank_values=True)
+        for pattern, handler in self.routes:
+            match = pattern.fullmatch(rest)
+            if match is None:
+                continue
+            try:
+                return 200, handler(query, *[unquote(g) for g in match.groups()])
+            except BadRequest as exc:
+                return 400, {"error": str(exc)}
+            except views.NotFound as exc:
+                return 404, {"error": str(exc)}
+        return 404, {"error": f"no such endpoint {path!r}; see {PREFIX}/ for the list"}
+
+    # -- handlers ---------------------------------------------------------------
+    def _index(self, query: Dict[str, List[str]]) -> Dict[str, Any]:
+        return {"api": "msdoctor", "version": 1, "endpoints": sorted(openapi()["paths"])}
+
+    def _status(self, query: Dict[str, List[str]]) -> Dict[str, Any]:
+        c = self.ctx
+        return views.status(c.store, c.feed, c.deliverers, c.started, c.run_dir)
+
+    def _run(self, query: Dict[str, List[str]], run: str) -> Dict[str, Any]:
+        return views.run(self.ctx.store, self.ctx.feed, run)
+
+    def _ranks(self, query: Dict[str, List[str]], run: str) -> Dict[str, Any]:
+        return views.ranks(self.ctx.store, self.ctx.feed, run)
+
+    def _rank(self, query: Dict[str, List[str]], run: str, rank: str) -> Dict[str, Any]:
+        return views.rank(self.ctx.store, self.ctx.feed, run, _rank(rank))
+
+    def _window(self, query: Dict[str, List[str]]) -> Tuple[int, Optional[int]]:
+        since = _int(query, "since", 0, -(2**62))
+        max_points = _int(query, "max_points", None, 1, views.MAX_POINTS_LIMIT)
+        return since, max_points
+
+    def _rank_series(self, query: Dict[str, List[str]], run: str, rank: str) -> Dict[str, Any]:
+        since, max_points = self._window(query)
+        return views.rank_series(self.ctx.store, run, _rank(rank), _signals(query), since,
+                                 max_points)
+
+    def _run_series(self, query: Dict[str, List[str]], run: str) -> Dict[str, Any]:
+        signals = _signals(query)
+        if len(signals) != 1:
+            raise BadRequest(f"query parameter 'signal': expected exactly one signal name, "
+                             f"got {len(signals)}")
+        since, max_points = self._window(query)
+        return views.run_series(self.ctx.store, run, signals[0], since, max_points)
+
+    def _alerts(self, query: Dict[str, List[str]]) -> Dict[str, Any]:
+        state = _one(query, "state") or "active"
+        if state not in ALERT_STATES:
+            raise BadRequest(f"query parameter 'state': expected one of "
+                             f"{', '.join(ALERT_STATES)}, got {state!r}")
+        rank_text = _one(query, "rank")
+        return views.alerts(self.ctx.feed, state, _one(query, "run"),
+                            None if rank_text is None else _rank(rank_text))
+
+    def _history(self, query: Dict[str, List[str]]) -> Dict[str, Any]:
+        limit = _int(query, "limit", 100, 1, 1000)
+        return views.alert_history(self.ctx.feed, limit, _one(query, "run"))

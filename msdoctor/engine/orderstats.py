@@ -1,0 +1,232 @@
+"""Order statistics over step windows: ``median``, ``robust_z``, ``spike_period``, ``baseline``.
+
+A sliding median cannot be done with cumulative sums. For long windows it is
+computed at *anchor* steps only (every ``ceil(n/32)``-th step number, exact at
+every step for n < 64) and held in between; the anchors depend only on the step
+numbers, so the results do not depend on how the stream was cut into batches.
+Each anchor sorts its window once (a padded 2-D gather + ``np.sort``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from msdoctor.engine.nodes import Frame, Node, Out, locf
+from msdoctor.engine.windows import _EMPTY_F, _EMPTY_I, WindowNode, _first, gather, keep, point_rows
+
+MAD_SCALE = 1.4826      # MAD -> standard deviation for normal data
+MEANAD_SCALE = 1.2533   # mean absolute deviation -> standard deviation
+SPIKE_Z = 6.0
+SPIKE_GAP = 3           # spike points closer than this many steps are one spike
+
+
+def stride(n: int) -> int:
+    """Step distance between anchors for a window of ``n`` steps."""
+    return 1 if n < 64 else -(-n // 32)
+
+
+def sorted_windows(V: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Each window ``V[lo:hi]`` sorted into a row padded with +inf; and the counts."""
+    cnt = hi - lo
+    width = int(cnt.max()) if cnt.shape[0] else 0
+    if width == 0:
+        return np.zeros((lo.shape[0], 0)), cnt
+    if int(cnt.min()) == width:             # every window full: strided view, no padding
+        matrix = sliding_window_view(V, width)[lo]
+    else:
+        offsets = np.arange(width)
+        idx = lo[:, None] + offsets[None, :]
+        matrix = V[np.minimum(idx, V.shape[0] - 1)]
+        matrix[offsets[None, :] >= cnt[:, None]] = np.inf
+    matrix.sort(axis=1)
+    return matrix, cnt
+
+
+def row_median(matrix: np.ndarray, cnt: np.ndarray) -> np.ndarray:
+    """Median of each sorted, +inf-padded row with ``cnt`` valid values (NaN if none)."""
+    out = np.full(cnt.shape[0], np.nan)
+    ok = cnt > 0
+    if ok.any():
+        rows = np.flatnonzero(ok)
+        c = cnt[ok]
+        out[ok] = (matrix[rows, (c - 1) // 2] + matrix[rows, c // 2]) / 2.0
+    return out
+
+
+def _anchored(steps: np.ndarray, s: int, before: bool) -> Tuple[np.ndarray, np.ndarray]:
+    """Anchor step per row (last multiple of ``s`` <= step, or < step) -> (unique, inverse)."""
+    base = steps - 1 if before else steps
+    anchors = (base // s) * s if s > 1 else base
+    if anchors.shape[0] == 0:
+        return anchors, anchors
+    new = np.empty(anchors.shape[0], dtype=bool)   # anchors are non-decreasing (one segment)
+    new[0] = True
+    np.not_equal(anchors[1:], anchors[:-1], out=new[1:])
+    return anchors[new], np.cumsum(new) - 1
+
+
+class Median(WindowNode):
+    name = "median"
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        n = self.n_steps
+        s = stride(n)
+        S, V, _ = gather(frame, args[0], state)
+        anchors, inverse = _anchored(frame.steps, s, before=False)
+        hi = np.searchsorted(S, anchors, side="right")
+        lo = np.searchsorted(S, anchors - n, side="right")
+        matrix, cnt = sorted_windows(V, lo, hi)
+        out = row_median(matrix, cnt)[inverse]
+        keep(state, S, V, frame, n + s)
+        return out, args[0][1]
+
+
+class RobustZ(WindowNode):
+    """(x - median of the previous n steps) / (1.4826 MAD of those), at x's points."""
+
+    name = "robust_z"
+
+    def new_state(self) -> Dict[str, Any]:
+        state = super().new_state()
+        state["z"] = math.nan
+        return state
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        n = self.n_steps
+        s = stride(n)
+        values, mask = args[0]
+        S, V, _ = gather(frame, args[0], state)
+        first = _first(state, S)
+        rows = point_rows(args[0], frame.n)
+        if rows is None:
+            rows = np.arange(frame.n)
+        z = np.full(rows.shape[0], np.nan)
+        if rows.shape[0]:
+            q = frame.steps[rows]
+            x = values[rows]
+            anchors, inverse = _anchored(q, s, before=True)
+            hi = np.searchsorted(S, anchors, side="right")
+            lo = np.searchsorted(S, anchors - n, side="right")
+            matrix, cnt = sorted_windows(V, lo, hi)
+            med = row_median(matrix, cnt)
+            dev = np.abs(matrix - med[:, None])
+            meanad = np.where(cnt > 0, np.where(np.isfinite(dev), dev, 0.0).sum(axis=1)
+                              / np.maximum(cnt, 1), np.nan)
+            dev.sort(axis=1)
+            mad = row_median(dev, cnt)
+            scale = np.where(mad > 0, MAD_SCALE * mad, MEANAD_SCALE * meanad)
+            enough = (cnt >= 3) & (first <= anchors - n + 1)
+            m, sc = med[inverse], scale[inverse]
+            diff = x - m
+            with np.errstate(all="ignore"):
+                z = np.where(sc > 0, diff / sc, np.where(diff == 0, 0.0, np.sign(diff) * np.inf))
+            z[~enough[inverse] | np.isnan(diff)] = np.nan
+        keep(state, S, V, frame, n + s + 1)
+        full = np.full(frame.n, np.nan)
+        full[rows] = z
+        point = np.zeros(frame.n, dtype=bool)
+        point[rows] = True
+        return locf(full, point, state, "z"), mask
+
+
+def regular_period(events: np.ndarray) -> float:
+    """The period of ``events`` (>= 3 step numbers) if their spacing is regular, else 0.
+
+    Intervals are compared with their median d: each must be within max(2, 5%) of
+    d or of 2d (one missed spike), and at least two must be ~d.
+    """
+    if events.shape[0] < 3:
+        return 0.0
+    d = np.diff(events).astype(np.float64)
+    period = float(np.median(d))
+    if period <= 0:
+        return 0.0
+    k = np.rint(d / period)
+    tol = max(2.0, 0.05 * period)
+    ok = ((k == 1) | (k == 2)) & (np.abs(d - k * period) <= tol * np.maximum(k, 1))
+    if ok.all() and np.count_nonzero(k == 1) >= 2:
+        return period
+    return 0.0
+
+
+class SpikePeriod(Node):
+    """``spike_period(x, n)``; its child is ``robust_z(x, m)`` (spikes: z > 6)."""
+
+    name = "spike_period"
+    stateful = True
+
+    def make_key(self) -> str:
+        return f"spike_period({self.children[0].children[0].key},{self.params[0]})"
+
+    def new_state(self) -> Dict[str, Any]:
+        return {"events": _EMPTY_I, "last_spike": math.nan}
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        n = int(self.params[0])
+        zvals, mask = args[0]
+        rows = point_rows(args[0], frame.n)
+        if rows is None:
+            rows = np.arange(frame.n)
+        spike_rows = rows[zvals[rows] > SPIKE_Z]
+        spike_steps = frame.steps[spike_rows]
+        prev = np.concatenate(([state["last_spike"]], spike_steps[:-1].astype(np.float64)))
+        new = ~(spike_steps - prev < SPIKE_GAP)          # NaN prev: a new spike
+        event_rows, new_events = spike_rows[new], spike_steps[new]
+        if spike_steps.shape[0]:
+            state["last_spike"] = float(spike_steps[-1])
+        carry = state["events"]
+        E = np.concatenate((carry, new_events)) if carry.shape[0] else new_events
+        hi = carry.shape[0] + np.searchsorted(event_rows, np.arange(frame.n), side="right")
+        lo = np.searchsorted(E, frame.steps - n, side="right")
+        out = np.zeros(frame.n)
+        many = (hi - lo) >= 3
+        if many.any():
+            pairs = lo[many] * (E.shape[0] + 1) + hi[many]
+            uniq, inverse = np.unique(pairs, return_inverse=True)
+            periods = np.array([regular_period(E[p // (E.shape[0] + 1):p % (E.shape[0] + 1)])
+                                for p in uniq])
+            out[many] = periods[inverse]
+        if frame.n:
+            cut = int(np.searchsorted(E, frame.steps[-1] - n, side="right"))
+            state["events"] = E[cut:].copy()
+        return out, mask
+
+
+class Baseline(Node):
+    """``baseline(x, warmup, n)``: median of x over steps [f+warmup, f+warmup+n), then frozen."""
+
+    name = "baseline"
+    stateful = True
+
+    def new_state(self) -> Dict[str, Any]:
+        return {"f": math.nan, "pts": _EMPTY_F, "value": math.nan, "done": 0}
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        warmup, n = int(self.params[0]), int(self.params[1])
+        out = np.full(frame.n, np.nan)
+        if frame.n == 0:
+            return out, args[0][1]
+        if math.isnan(state["f"]):
+            state["f"] = float(frame.steps[0])
+        start = state["f"] + warmup
+        end = start + n - 1
+        q = frame.steps
+        if not state["done"]:
+            values = args[0][0]
+            rows = point_rows(args[0], frame.n)
+            if rows is None:
+                rows = np.arange(frame.n)
+            s, v = q[rows], values[rows]
+            inside = (s >= start) & (s <= end) & np.isfinite(v)
+            if inside.any():
+                state["pts"] = np.concatenate((state["pts"], v[inside]))[-max(n, 1):]
+            if q[-1] >= end:
+                state["done"] = 1
+                state["value"] = float(np.median(state["pts"])) if state["pts"].shape[0] else math.nan
+                state["pts"] = _EMPTY_F
+        if state["done"]:
+            out[q >= end] = state["value"]
+        return out, args[0][1]

@@ -1,0 +1,156 @@
+"""Annotation templates: ``{{ $value }}``-style substitutions, parsed at load, never executed."""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+_SUBST = re.compile(r"\{\{(.*?)\}\}", re.S)
+_REF = re.compile(r"\$(value|step|first_step|run|labels\.([A-Za-z_][A-Za-z0-9_]*)"
+                  r"|values\.([A-Za-z_][A-Za-z0-9_]*))\Z")
+_PRINTF = re.compile(r'printf\s+"(%(?:\.\d{1,2})?[gfe]|%d|%s)"\Z')
+FILTERS = ("humanize", "humanizeDuration", "humanizePercentage")
+FORMS = ('{{ $value }}, {{ $step }}, {{ $first_step }}, {{ $run }}, {{ $labels.NAME }}, '
+         '{{ $values.NAME }}, optionally with | printf "%.3g", | humanize, | humanizeDuration '
+         'or | humanizePercentage')
+
+
+class TemplateError(ValueError):
+    def __init__(self, message: str, offset: int = 0) -> None:
+        super().__init__(message)
+        self.message = message
+        self.offset = offset
+
+
+@dataclass(frozen=True)
+class Ref:
+    ref: str                       # value | step | first_step | run | labels.X | values.X
+    fmt: Optional[str] = None      # printf format
+    filter: Optional[str] = None   # humanize...
+
+
+Part = Union[str, Ref]
+
+
+@dataclass(frozen=True)
+class Template:
+    parts: Tuple[Part, ...]
+
+    def refs(self) -> List[Ref]:
+        return [p for p in self.parts if isinstance(p, Ref)]
+
+    def render(self, scope: Dict[str, Any]) -> str:
+        """``scope``: value, step, first_step, run, labels (dict), values (dict)."""
+        out = []
+        for part in self.parts:
+            if isinstance(part, str):
+                out.append(part)
+                continue
+            head, _, name = part.ref.partition(".")
+            value = scope.get(head) if not name else (scope.get(head) or {}).get(name)
+            out.append(_format(value, part))
+        return "".join(out)
+
+
+def parse_template(text: str) -> Template:
+    """Parse ``text``; raise :class:`TemplateError` (offset = column in the text) if invalid."""
+    parts: List[Part] = []
+    pos = 0
+    for m in _SUBST.finditer(text):
+        if m.start() > pos:
+            parts.append(text[pos:m.start()])
+        parts.append(_parse_ref(m.group(1), m.start()))
+        pos = m.end()
+    rest = text[pos:]
+    if "{{" in rest or "}}" in rest:
+        at = pos + max(rest.find("{{"), rest.find("}}"))
+        raise TemplateError("unbalanced '{{' or '}}': expected {{ ... }} pairs", at)
+    if rest:
+        parts.append(rest)
+    return Template(tuple(parts))
+
+
+def _parse_ref(body: str, offset: int) -> Ref:
+    pieces = [p.strip() for p in body.split("|")]
+    if len(pieces) > 2:
+        raise TemplateError(f"{{{{{body}}}}}: at most one '|' filter; expected {FORMS}", offset)
+    m = _REF.match(pieces[0])
+    if m is None:
+        raise TemplateError(f"unknown template reference {pieces[0]!r}: expected {FORMS}", offset)
+    fmt = filt = None
+    if len(pieces) == 2:
+        pm = _PRINTF.match(pieces[1])
+        if pm is not None:
+            fmt = pm.group(1)
+        elif pieces[1] in FILTERS:
+            filt = pieces[1]
+        else:
+            raise TemplateError(f"unknown template filter {pieces[1]!r}: expected printf \"%.Ng\", "
+                                f"{', '.join(FILTERS)}", offset)
+    return Ref(m.group(1), fmt, filt)
+
+
+def _format(value: Any, ref: Ref) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        value = int(value)
+    x = float(value)
+    if ref.filter == "humanize":
+        return humanize(x)
+    if ref.filter == "humanizeDuration":
+        return humanize_duration(x)
+    if ref.filter == "humanizePercentage":
+        return "nan" if math.isnan(x) else f"{x * 100:.4g}%"
+    if ref.fmt == "%d":
+        return str(int(x)) if math.isfinite(x) else _nonfinite(x)
+    if ref.fmt == "%s":
+        return _default(x)
+    if ref.fmt:
+        return ref.fmt % x
+    return _default(x)
+
+
+def _nonfinite(x: float) -> str:
+    return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+
+
+def _default(x: float) -> str:
+    if not math.isfinite(x):
+        return _nonfinite(x)
+    if x.is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return f"{x:.6g}"
+
+
+def humanize(x: float) -> str:
+    """SI prefixes: 1234 -> 1.234k."""
+    if not math.isfinite(x) or x == 0:
+        return _default(x)
+    for factor, prefix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"),
+                           (1e3, "k")):
+        if abs(x) >= factor:
+            return f"{x / factor:.4g}{prefix}"
+    for factor, prefix in ((1e-3, "m"), (1e-6, "u"), (1e-9, "n")):
+        if abs(x) >= factor and abs(x) < 1:
+            return f"{x / factor:.4g}{prefix}"
+    return f"{x:.4g}"
+
+
+def humanize_duration(seconds: float) -> str:
+    """Seconds as ``1h 2m 3s``."""
+    if not math.isfinite(seconds):
+        return _default(seconds)
+    if abs(seconds) < 60:
+        return f"{seconds:.3g}s"
+    total = int(round(seconds))
+    sign = "-" if total < 0 else ""
+    total = abs(total)
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{v}{u}" for v, u in ((days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")) if v]
+    return sign + " ".join(parts)

@@ -1,0 +1,168 @@
+"""Read the sidecar's state at scrape time and turn it into metric families.
+
+:func:`snapshot_families` walks the :class:`~msdoctor.state.Store` once and
+returns columnar :class:`Family` objects (label tuples + values), a handful of
+Python operations per rank. :class:`StoreCollector` is the prometheus_client
+custom collector over the same data (``registry.register(StoreCollector(...))``);
+the HTTP server renders the families with :mod:`msdoctor.exporter.exposition`,
+which produces the same text several times faster than ``generate_latest``.
+"""
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+from prometheus_client.core import (
+    CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric,
+)
+
+from msdoctor import __version__
+from msdoctor.exporter import names
+from msdoctor.exporter.names import MetricSpec
+
+LabelValues = Tuple[str, ...]
+
+
+@dataclass
+class Family:
+    """One metric family as columns: ``keys[i]`` are the label values of ``values[i]``."""
+
+    spec: MetricSpec
+    keys: List[LabelValues] = field(default_factory=list)
+    values: List[float] = field(default_factory=list)
+
+    def add(self, key: LabelValues, value: float) -> None:
+        self.keys.append(key)
+        self.values.append(value)
+
+
+class AlertSource:
+    """What the collector needs from the alert feed (see :class:`msdoctor.delivery.feed.AlertFeed`)."""
+
+    def active(self) -> List[dict]:  # pragma: no cover - protocol
+        raise NotImplementedError
+
+
+class DeliveryStats:
+    """What the collector needs from a deliverer: ``receiver`` and ``stats`` counters."""
+
+    receiver: str
+    stats: dict
+
+
+def _retry(fn: Callable[[], Any], attempts: int = 3) -> Any:
+    """Run ``fn`` again when the ingest thread resized a dict under it (rare, harmless)."""
+    for attempt in range(attempts):
+        try:
+            return fn()
+        except RuntimeError:
+            if attempt == attempts - 1:
+                raise
+    return None  # pragma: no cover
+
+
+def snapshot_families(store: Any, alerts: Optional[AlertSource] = None,
+                      deliverers: Sequence[DeliveryStats] = ()) -> List[Family]:
+    """Every family ``/metrics`` exposes, read from ``store`` now (in :data:`names.ALL` order)."""
+    return _retry(lambda: _families(store, alerts, deliverers))
+
+
+def _families(store: Any, alerts: Optional[AlertSource],
+              deliverers: Sequence[DeliveryStats]) -> List[Family]:
+    gauges = [Family(spec) for spec in names.RANK_GAUGES]
+    sources = [(f.spec.source, f.keys.append, f.values.append) for f in gauges]
+    last_step, last_event, running = (Family(names.LAST_STEP), Family(names.LAST_EVENT_TIME),
+                                      Family(names.RUNNING))
+    counters = [Family(spec) for spec in names.RANK_COUNTERS]
+    counter_sources = [(f.spec.source, f.keys.append, f.values.append) for f in counters]
+    world = Family(names.RUN_WORLD_SIZE)
+    exp_tokens, exp_step = Family(names.RUN_EXPECTED_TOKENS), Family(names.RUN_EXPECTED_STEP_TIME)
+    for run_state in list(store.runs.values()):
+        run = run_state.run
+        if run_state.world_size is not None:
+            world.add((run,), float(run_state.world_size))
+        _expected(run_state.expect, names.RUN_EXPECTED_TOKENS.source, run, exp_tokens)
+        _expected(run_state.expect, names.RUN_EXPECTED_STEP_TIME.source, run, exp_step)
+        for rank, state in sorted(list(run_state.ranks.items())):
+            key = (run, str(rank))
+            latest = state.latest
+            for source, add_key, add_value in sources:
+                value = latest.get(source)
+                if value is not None:
+                    add_key(key)
+                    add_value(value)
+            if state.last_step is not None:
+                last_step.add(key, float(state.last_step))
+            if state.t is not None:
+                last_event.add(key, float(state.t))
+            running.add(key, 1.0 if state.status == "running" else 0.0)
+            c = state.counters
+            for source, add_key, add_value in counter_sources:
+                add_key(key)
+                add_value(c.get(source, 0))
+    alert = Family(names.ALERT)
+    if alerts is not None:
+        for a in alerts.active():
+            rank = a.get("rank")
+            alert.add((str(a.get("alert", "")), str(a.get("state", "")),
+                       str(a.get("severity", "")), str(a.get("run", "")),
+                       "" if rank is None else str(rank)), 1.0)
+    delivered, failed, dropped = (Family(names.NOTIFICATIONS), Family(names.DELIVERY_FAILURES),
+                                  Family(names.DELIVERY_DROPPED))
+    for d in deliverers:
+        stats = d.stats
+        delivered.add((d.receiver,), float(stats.get("sent", 0)))
+        failed.add((d.receiver,), float(stats.get("failed", 0)))
+        dropped.add((d.receiver,), float(stats.get("dropped", 0)))
+    build = Family(names.BUILD, [(__version__, platform.python_version())], [1.0])
+    return [*gauges, last_step, last_event, running, *counters, world, exp_tokens, exp_step,
+            alert, delivered, failed, dropped, build]
+
+
+def _expected(expect: dict, key: Optional[str], run: str, family: Family) -> None:
+    value = expect.get(key) if key else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        family.add((run,), float(value))
+
+
+def to_metric(family: Family) -> Metric:
+    """A prometheus_client metric family with the same samples."""
+    spec = family.spec
+    labels = list(spec.labels)
+    if spec.kind == "counter":
+        metric: Metric = CounterMetricFamily(spec.name, spec.help, labels=labels)
+    elif spec.kind == "info":
+        metric = InfoMetricFamily(spec.name, spec.help, labels=[])
+        for key in family.keys:
+            metric.add_metric([], dict(zip(labels, key)))
+        return metric
+    else:
+        metric = GaugeMetricFamily(spec.name, spec.help, labels=labels)
+    for key, value in zip(family.keys, family.values):
+        metric.add_metric(list(key), value)
+    return metric
+
+
+class StoreCollector:
+    """prometheus_client collector over a sidecar's store, alert feed and deliverers.
+
+    >>> registry = CollectorRegistry(auto_describe=False)
+    >>> registry.register(StoreCollector(sidecar.store, feed))
+    >>> generate_latest(registry)
+    """
+
+    def __init__(self, store: Any, alerts: Optional[AlertSource] = None,
+                 deliverers: Iterable[DeliveryStats] = ()) -> None:
+        self.store = store
+        self.alerts = alerts
+        self.deliverers = list(deliverers)
+
+    def families(self) -> List[Family]:
+        """The columnar families (what the fast exposition renders)."""
+        return snapshot_families(self.store, self.alerts, self.deliverers)
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield every family, read fresh from the state."""
+        for family in self.families():
+            yield to_metric(family)

@@ -1,0 +1,333 @@
+"""Tail the event spool: ``<run_dir>/events/rank-<N>.jsonl``, one file per rank.
+
+:class:`SpoolTailer` remembers a byte offset and a line count per file, reads
+only what was appended since, and hands back one :class:`Chunk` per file with
+new complete lines. A line is complete only once its ``\\n`` is written, so a
+partial last line stays unread until the rest arrives. Bad lines (not JSON, not
+UTF-8, not a valid event, too long) become :class:`SpoolError` entries naming
+``file:line`` and are skipped; ingest goes on.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from msdoctor.batch import StepBatch, columnize
+from msdoctor.events.codec import loads
+from msdoctor.events.schema import FIELDS, EventError, validate
+
+RANK_FILE = re.compile(r"rank-(\d+)\.jsonl\Z")
+MAX_LINE_BYTES = 1 << 20          # a longer line is skipped as an error, never buffered whole
+DEFAULT_POLL_BYTES = 8 << 20      # read budget of one poll, shared by the files with new data
+MIN_FILE_BYTES = 256 << 10        # each file with new data may read at least this much per poll
+
+
+@dataclass(frozen=True)
+class SpoolError:
+    """One bad line (or a file-level problem, ``line_no`` 0) of a spool file."""
+
+    path: str
+    line_no: int
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line_no}" if self.line_no else self.path
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class Chunk:
+    """The new complete lines of one rank file (of one run) read by one poll."""
+
+    path: str
+    rank: int
+    run: str
+    events: List[Dict[str, Any]] = field(default_factory=list)   # every decoded event, file order
+    steps: Optional[StepBatch] = None                            # its step events, columnar
+    errors: List[SpoolError] = field(default_factory=list)
+    others: List[Dict[str, Any]] = field(default_factory=list)   # its non-step events, in order
+
+
+@dataclass
+class _File:
+    rank: int
+    offset: int = 0
+    lines: int = 0
+    run: Optional[str] = None       # run id from the latest run_start seen in this file
+    skipping: bool = False          # inside an over-long line: discard up to the next newline
+    inode: Optional[int] = None
+
+
+def _fast_decode_table() -> Dict[str, Tuple[Dict[str, tuple], frozenset]]:
+    """Per event type: field -> exact types that validate() accepts unchanged; required fields."""
+    accept = {"int": (int,), "number": (float, int), "bool": (bool,), "string": (str,),
+              "object": (dict,)}
+    table = {}
+    for kind, spec in FIELDS.items():
+        types = {name: accept[fkind] for name, (fkind, _) in spec.items()}
+        required = frozenset(name for name, (_, req) in spec.items() if req)
+        table[kind] = (types, required)
+    return table
+
+
+_FAST = _fast_decode_table()
+
+
+_ACCEPTED: Dict[tuple, bool] = {}   # (type, keys, value types) -> passes the fast check
+_ACCEPTED_MAX = 1024
+
+
+def _fast_ok(kind: str, event: Dict[str, Any]) -> bool:
+    entry = _FAST.get(kind)
+    if entry is None:
+        return False
+    types, required = entry
+    for name, value in event.items():
+        allowed = types.get(name)
+        if allowed is not None and type(value) not in allowed:
+            return False
+    return required.issubset(event.keys())
+
+
+def decode_line(line: bytes) -> Dict[str, Any]:
+    """Same result as :func:`msdoctor.events.decode`, faster for the common case.
+
+    An event whose known fields already have their exact wire types needs no
+    normalising: such shapes (type, field names, value types) are checked once
+    and remembered. Anything else (non-finite strings, integral floats, errors)
+    goes through :func:`msdoctor.events.schema.validate`, so normalising and
+    error messages stay the schema's own.
+    """
+    event = loads(line)
+    if type(event) is dict and event.get("v") == 1:
+        kind = event.get("type")
+        if type(kind) is str:
+            shape = (kind, tuple(event), tuple(map(type, event.values())))
+            ok = _ACCEPTED.get(shape)
+            if ok is None:
+                if len(_ACCEPTED) >= _ACCEPTED_MAX:
+                    _ACCEPTED.clear()
+                ok = _ACCEPTED[shape] = _fast_ok(kind, event)
+            if ok:
+                return event
+    return validate(event)
+
+
+class SpoolTailer:
+    """Incrementally read every ``rank-*.jsonl`` of ``<run_dir>/events``.
+
+    ``offsets`` (from :attr:`offsets` of an earlier tailer) resumes where that
+    one stopped; ``runs`` (from :attr:`runs`) restores the run id of each file.
+    """
+
+    def __init__(self, run_dir: os.PathLike | str,
+                 offsets: Optional[Mapping[str, Tuple[int, int]]] = None,
+                 runs: Optional[Mapping[str, str]] = None,
+                 max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        self.run_dir = Path(run_dir)
+        self.events_dir = self.run_dir / "events"
+        self.default_run = self.run_dir.resolve().name
+        self.max_line_bytes = int(max_line_bytes)
+        self._files: Dict[str, _File] = {}
+        for rel, pos in (offsets or {}).items():
+            self._files[rel] = self._new_file(rel, int(pos[0]), int(pos[1]))
+        for rel, run in (runs or {}).items():
+            if rel in self._files:
+                self._files[rel].run = run
+
+    # -- persisted position ------------------------------------------------
+    @property
+    def offsets(self) -> Dict[str, Tuple[int, int]]:
+        """``{relative path: (byte offset, line count)}`` of every file seen."""
+        return {rel: (f.offset, f.lines) for rel, f in self._files.items()}
+
+    @property
+    def runs(self) -> Dict[str, str]:
+        """``{relative path: run id}`` of the files whose run_start was read."""
+        return {rel: f.run for rel, f in self._files.items() if f.run is not None}
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Everything needed to resume exactly here (JSON-able)."""
+        return {"files": {rel: {"offset": f.offset, "lines": f.lines, "run": f.run,
+                                "skipping": f.skipping}
+                          for rel, f in self._files.items()}}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        files = state.get("files")
+        if not isinstance(files, dict):
+            raise ValueError(f"spool state: 'files' must be an object, got {type(files).__name__}")
+        self._files = {}
+        for rel, entry in files.items():
+            f = self._new_file(rel, int(entry["offset"]), int(entry["lines"]))
+            run = entry.get("run")
+            f.run = run if isinstance(run, str) else None
+            f.skipping = bool(entry.get("skipping", False))
+            self._files[rel] = f
+
+    def _new_file(self, rel: str, offset: int, lines: int) -> _File:
+        match = RANK_FILE.search(rel)
+        if match is None or offset < 0 or lines < 0:
+            raise ValueError(f"bad spool offset entry {rel!r}: ({offset}, {lines}); expected "
+                             f"'events/rank-<N>.jsonl' with a non-negative offset and line count")
+        return _File(rank=int(match.group(1)), offset=offset, lines=lines)
+
+    # -- reading -------------------------------------------------------------
+    def scan(self) -> List[Tuple[str, os.DirEntry]]:
+        """The rank files present now, as ``(relative path, entry)`` sorted by rank."""
+        try:
+            entries = [e for e in os.scandir(self.events_dir) if RANK_FILE.match(e.name)]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        entries.sort(key=lambda e: int(RANK_FILE.match(e.name).group(1)))  # type: ignore[union-attr]
+        return [(f"events/{e.name}", e) for e in entries]
+
+    def poll(self, max_bytes: int = DEFAULT_POLL_BYTES) -> List[Chunk]:
+        """Read what was appended since the last poll; one or more Chunks per changed file."""
+        pending, found = [], self.scan()
+        chunks: List[Chunk] = []
+        removed = self._files.keys() - {rel for rel, _ in found}
+        if removed:
+            chunks.extend(self._forget(sorted(removed)))
+        for rel, entry in found:
+            try:
+                st = entry.stat()
+            except FileNotFoundError:
+                continue
+            f = self._files.get(rel)
+            if f is None:
+                f = self._files[rel] = self._new_file(rel, 0, 0)
+            if f.inode is None:
+                f.inode = st.st_ino
+            if st.st_size != f.offset or st.st_ino != f.inode:
+                pending.append((rel, entry.path, f, st))
+        if not pending:
+            return chunks
+        share = max(int(max_bytes) // len(pending), MIN_FILE_BYTES, 1)
+        for rel, path, f, st in pending:
+            chunks.extend(self._read(path, f, st, share))
+        return chunks
+
+    def _forget(self, removed: List[str]) -> List[Chunk]:
+        """Drop the position of files that were removed (a file that comes back is new)."""
+        chunks = []
+        for rel in removed:
+            f = self._files.pop(rel)
+            path = str(self.run_dir / rel)
+            chunks.append(self._empty(path, f, [SpoolError(
+                path, 0, f"file was removed after {f.lines} lines; if it comes back it is "
+                         f"read from the start")]))
+        return chunks
+
+    def _restart(self, path: str, f: _File, reason: str) -> SpoolError:
+        error = SpoolError(path, 0, f"{reason}; reading it again from the start")
+        f.offset, f.lines, f.run, f.skipping = 0, 0, None, False
+        return error
+
+    def _read(self, path: str, f: _File, st: os.stat_result, budget: int) -> List[Chunk]:
+        errors: List[SpoolError] = []
+        if st.st_ino != f.inode:
+            errors.append(self._restart(path, f, "file was replaced (new inode)"))
+            f.inode = st.st_ino
+        elif st.st_size < f.offset:
+            errors.append(self._restart(
+                path, f, f"file shrank from {f.offset} to {st.st_size} bytes (truncated or rotated)"))
+        available = st.st_size - f.offset
+        limit = self.max_line_bytes
+        data = b""
+        if available > 0:
+            try:
+                with open(path, "rb") as fh:
+                    fh.seek(f.offset)
+                    data = fh.read(min(available, budget))
+                    end = data.rfind(b"\n")
+                    # No complete line in the budget: read on, up to one line's bound.
+                    while end < 0 and len(data) <= limit and len(data) < available:
+                        more = fh.read(min(available - len(data), limit + 1 - len(data)))
+                        if not more:
+                            break
+                        data += more
+                        end = data.rfind(b"\n")
+            except OSError as exc:
+                errors.append(SpoolError(path, 0, f"cannot read: {exc.strerror or exc}"))
+                return [Chunk(path, f.rank, f.run or self.default_run, errors=errors)]
+        return self._consume(path, f, data, errors)
+
+    def _consume(self, path: str, f: _File, data: bytes, errors: List[SpoolError]) -> List[Chunk]:
+        start = 0
+        if f.skipping:                     # finish discarding an over-long line
+            nl = data.find(b"\n")
+            if nl < 0:
+                f.offset += len(data)
+                return [self._empty(path, f, errors)] if errors else []
+            f.lines += 1
+            f.skipping = False
+            errors.append(SpoolError(path, f.lines, self._too_long()))
+            start = nl + 1
+        end = data.rfind(b"\n")
+        chunks: List[Chunk] = []
+        if end >= start:                   # complete lines in data[start:end + 1]
+            chunks = self._decode(path, f, data[start:end], errors)
+            start = end + 1
+        f.offset += start
+        if len(data) - start > self.max_line_bytes:   # partial line already over the bound
+            f.offset += len(data) - start
+            f.skipping = True
+        if not chunks and errors:
+            chunks = [self._empty(path, f, errors)]
+        return chunks
+
+    def _empty(self, path: str, f: _File, errors: List[SpoolError]) -> Chunk:
+        return Chunk(path, f.rank, f.run or self.default_run, errors=errors)
+
+    def _too_long(self) -> str:
+        return (f"line longer than {self.max_line_bytes} bytes, skipped; "
+                f"expected one JSON event per line")
+
+    def _decode(self, path: str, f: _File, body: bytes, errors: List[SpoolError]) -> List[Chunk]:
+        """Decode complete lines (``body`` without its final newline); count them."""
+        rank, limit, line_no = f.rank, self.max_line_bytes, f.lines
+        chunks: List[Chunk] = []
+        chunk = self._empty(path, f, errors)
+        events, steps, others = chunk.events, [], chunk.others
+        for line in body.split(b"\n"):
+            line_no += 1
+            if len(line) > limit:
+                chunk.errors.append(SpoolError(path, line_no, self._too_long()))
+                continue
+            try:
+                event = decode_line(line)
+            except EventError as exc:
+                if line.strip():           # a blank line is harmless, not an event
+                    chunk.errors.append(SpoolError(path, line_no, str(exc)))
+                continue
+            if event["rank"] != rank:
+                chunk.errors.append(SpoolError(
+                    path, line_no, f"field 'rank': {event['rank']} in the file of rank {rank}; "
+                                   f"expected {rank}"))
+                continue
+            if event["type"] == "step":
+                steps.append(event)
+            else:
+                if event["type"] == "run_start":
+                    run = event.get("run") or self.default_run
+                    if run != chunk.run and events:     # a new run starts mid-read: split
+                        self._finish(chunk, steps)
+                        chunks.append(chunk)
+                        chunk = Chunk(path, rank, run)
+                        events, steps, others = chunk.events, [], chunk.others
+                    chunk.run = f.run = run
+                others.append(event)
+            events.append(event)
+        f.lines = line_no
+        self._finish(chunk, steps)
+        if chunk.events or chunk.errors:
+            chunks.append(chunk)
+        return chunks
+
+    @staticmethod
+    def _finish(chunk: Chunk, steps: List[Dict[str, Any]]) -> None:
+        if steps:
+            chunk.steps = columnize(chunk.run, chunk.rank, steps)

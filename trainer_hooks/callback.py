@@ -1,0 +1,311 @@
+"""``DoctorCallback``: a MindSpore training callback that streams health signals to the spool.
+
+Use it like any callback: ``model.train(epochs, data, callbacks=[DoctorCallback(run_dir)])``.
+It writes ``run_start``, one ``step`` event per optimizer step, ``checkpoint``,
+``stop`` and ``run_end`` events to ``<run_dir>/events/rank-<N>.jsonl`` through an
+:class:`~trainer_hooks.emitter.Emitter` (a background writer; the hooks never do
+file I/O beyond one ``os.stat`` for the stop file).
+
+Step semantics (the team contract): ``step`` is MindSpore's ``cur_step_num`` (the
+real optimizer step, also across epochs and in sink mode, where one callback
+covers ``delta`` steps and per-step figures are divided by ``delta``);
+``step_time_s`` runs from the previous step's end to this step's end (the first
+step: from its begin); ``data_wait_s`` from the previous step's end to this
+step's begin; ``tokens`` are this device's tokens per optimizer step:
+``tokens_per_step`` if given, else ``batch * seq`` of the first input column
+(2-D integer token ids), multiplied by ``grad_accum`` only when
+``micro_batch_inputs=True`` (each cell call sees one micro-batch; MindFormers'
+accumulation cells see the whole step's batch, so the default is False).
+
+Nothing here raises into training: every hook body is guarded, an internal
+error is counted (``errors``), warned once, and after ``max_errors`` the
+callback stops doing work.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+from typing import Any, Dict, Mapping, Optional
+
+from mindspore.train import Callback
+
+from trainer_hooks import env
+from trainer_hooks.emitter import Emitter
+from trainer_hooks.guard import Guard
+from trainer_hooks.outputs import config_from_params, decode_outputs, input_tokens
+from trainer_hooks.sampler import UpdateSampler, lr_reader
+from trainer_hooks.wire import SCHEMA_VERSION, make
+
+STOP_FILE = os.path.join("control", "stop.json")
+
+
+class DoctorCallback(Callback):
+    """Stream per-step health signals of a MindSpore ``Model.train`` run (see module docstring)."""
+
+    def __init__(self, run_dir: str, *, rank: Optional[int] = None,
+                 world_size: Optional[int] = None, run: Optional[str] = None,
+                 config: Optional[Mapping[str, Any]] = None,
+                 tokens_per_step: Optional[int] = None, grad_accum: int = 1,
+                 micro_batch_inputs: bool = False, precision: Optional[str] = None,
+                 expect_tokens_per_s: Optional[float] = None,
+                 expect_step_time_s: Optional[float] = None, update_every: int = 50,
+                 update_params: int = 4, update_max_elements: int = 65536,
+                 queue_size: int = 8192, heartbeat_s: float = 10.0,
+                 max_errors: int = 100) -> None:
+        super().__init__()
+        self.run_dir = os.fspath(run_dir)
+        self.rank, self.world_size, self.run = rank, world_size, run
+        self.user_config = dict(config or {})
+        self.tokens_per_step, self.grad_accum = tokens_per_step, max(1, int(grad_accum))
+        self.micro_batch_inputs, self.precision = micro_batch_inputs, precision
+        self.expect = {k: v for k, v in (("tokens_per_s_per_device", expect_tokens_per_s),
+                                         ("step_time_s", expect_step_time_s)) if v is not None}
+        self.update_every, self.update_params = update_every, update_params
+        self.update_max_elements = update_max_elements
+        self.queue_size, self.heartbeat_s, self.max_errors = queue_size, heartbeat_s, max_errors
+        self.guard = Guard("msdoctor DoctorCallback")
+        self.emitter: Optional[Emitter] = None
+        self.disabled = False
+        self.status: Optional[str] = None  # run_end status once emitted
+        self._stop_path = os.path.join(self.run_dir, STOP_FILE)
+        self._reset()
+
+    def _reset(self) -> None:
+        self._run_start_pending = False
+        self._first = True
+        self._last_step = 0
+        self._t_prev_end = self._t_begin = time.perf_counter()
+        self._t_train_begin = time.time()
+        self._sampler: Optional[UpdateSampler] = None
+        self._lr = None
+        self._memory: Optional[env.Memory] = None
+        self._stale_stop: Optional[tuple] = None
+        self._stopping = False
+        self._ckpt_callbacks: list = []
+        self._ckpt_seen: Dict[int, str] = {}
+        self._cb_params: Any = None
+
+    @property
+    def errors(self) -> int:
+        """Internal errors counted so far (each kind warned once)."""
+        return self.guard.total()
+
+    def _failed(self, where: str, exc: BaseException) -> None:
+        where_in_code = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+        line = f" at {where_in_code[0].filename}:{where_in_code[0].lineno}" if where_in_code else ""
+        self.guard.report(where, f"{where} failed: {type(exc).__name__}: {exc}{line}; "
+                                 "the doctor skips it")
+        if self.errors >= self.max_errors:
+            self.disabled = True
+            self.guard.report("disabled", f"{self.errors} internal errors: the doctor's "
+                                          "callback stops here")
+
+    def _emit(self, event: Dict[str, Any]) -> None:
+        if self.emitter is not None:
+            self.emitter.emit(event)
+
+    # -- hooks ----------------------------------------------------------------------------
+
+    def on_train_begin(self, run_context: Any) -> None:
+        """Set up (once per ``Model.train``): rank, emitter, samplers; run_start follows at step 1."""
+        if self.disabled:
+            return
+        try:
+            self._begin(run_context.original_args())
+        except Exception as exc:  # noqa: BLE001 - never raise into training
+            self._failed("train_begin", exc)
+
+    def on_train_step_begin(self, run_context: Any) -> None:
+        """Mark the step's begin (the data wait ends here); emit run_start before step 1."""
+        self._t_begin = time.perf_counter()
+        if self._run_start_pending and not self.disabled:
+            try:
+                self._run_start(run_context.original_args())
+            except Exception as exc:  # noqa: BLE001
+                self._failed("run_start", exc)
+
+    def on_train_step_end(self, run_context: Any) -> None:
+        """Emit the step event; check the stop request."""
+        now = time.perf_counter()
+        if self.disabled:
+            return
+        try:
+            self._step_end(run_context, now)
+        except Exception as exc:  # noqa: BLE001
+            self._failed("step_end", exc)
+
+    def on_train_end(self, run_context: Any) -> None:
+        """Emit run_end (completed, or stopped when a stop was requested) and flush."""
+        if self.disabled and self.emitter is None:
+            return
+        try:
+            cb = run_context.original_args()
+            if self._run_start_pending:
+                self._run_start(cb)
+            self._check_checkpoints()
+            stopped = self._stopping or bool(run_context.get_stop_requested())
+            self._end("stopped" if stopped else "completed")
+        except Exception as exc:  # noqa: BLE001
+            self._failed("train_end", exc)
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        """``Model.train`` is unwinding: record a failure if it did not end normally."""
+        try:
+            if exc_type is not None and self.status is None and self.emitter is not None:
+                if self._run_start_pending and self._cb_params is not None:
+                    self._run_start(self._cb_params)
+                text = "".join(traceback.format_exception_only(exc_type, exc)).strip()
+                self._end("failed", exception=text[:4000])
+        except Exception as err:  # noqa: BLE001
+            self._failed("exit", err)
+        return None
+
+    # -- work -----------------------------------------------------------------------------
+
+    def _begin(self, cb: Any) -> None:
+        self._reset()
+        self._cb_params = cb
+        self.status = None
+        if self.rank is None or self.world_size is None:
+            rank, world = env.rank_and_world()
+            self.rank = rank if self.rank is None else self.rank
+            self.world_size = world if self.world_size is None else self.world_size
+        if self.emitter is None or self.emitter.closed:
+            self.emitter = Emitter(self.run_dir, self.rank, self.queue_size,
+                                   heartbeat_s=self.heartbeat_s, run=self.run)
+        self._last_step = int(cb.get("cur_step_num", 0) or 0)
+        self._memory = env.Memory()
+        self._memory.enable_device()
+        optimizer = _optimizer(cb)
+        if optimizer is not None:
+            self._lr = lr_reader(optimizer)
+            if self.update_every:
+                self._sampler = UpdateSampler(list(optimizer.parameters), self.update_every,
+                                              self.update_params, self.update_max_elements)
+        self._ckpt_callbacks = [c for c in cb.get("list_callback") or []
+                                if hasattr(c, "latest_ckpt_file_name")]
+        try:
+            info = os.stat(self._stop_path)
+            self._stale_stop = (info.st_mtime_ns, info.st_ino)
+            self.guard.report("stale-stop", f"ignoring {self._stop_path} left from before this "
+                                            "run started (remove it, or write a new one to stop)")
+        except OSError:
+            self._stale_stop = None
+        self._t_train_begin = time.time()
+        self._t_prev_end = self._t_begin = time.perf_counter()
+        self._run_start_pending = True
+
+    def _run_start(self, cb: Any) -> None:
+        self._run_start_pending = False
+        config = config_from_params(cb, optimizer=_optimizer(cb), grad_accum=self.grad_accum,
+                                    world_size=self.world_size or 1,
+                                    micro_batch_inputs=self.micro_batch_inputs)
+        config["versions"] = env.versions()
+        if self.precision:
+            config["precision"] = self.precision
+        config.update(self.user_config)
+        event = make("run_start", self.rank, t=self._t_train_begin, run=self.run,
+                     world_size=self.world_size, config=config, expect=self.expect or None)
+        self._emit(event)
+
+    def _step_end(self, run_context: Any, now: float) -> None:
+        cb = run_context.original_args()
+        step = int(cb.cur_step_num)
+        delta = step - self._last_step
+        if delta <= 0:  # the same step reported twice (should not happen): keep one event
+            return
+        self._last_step = step
+        event: Dict[str, Any] = {"v": SCHEMA_VERSION, "type": "step", "rank": self.rank,
+                                 "step": step, "t": time.time()}
+        if self.run is not None:
+            event["run"] = self.run
+        if self._first:
+            event["step_time_s"] = (now - self._t_begin) / delta
+            self._first = False
+        else:
+            event["step_time_s"] = (now - self._t_prev_end) / delta
+            event["data_wait_s"] = max(0.0, self._t_begin - self._t_prev_end) / delta
+        decode_outputs(cb.get("net_outputs"), event)
+        if "lr" not in event and self._lr is not None:
+            event["lr"] = self._lr(step)
+        tokens = self.tokens_per_step or input_tokens(cb.get("train_dataset_element"))
+        if tokens:
+            if self.micro_batch_inputs and not self.tokens_per_step:
+                tokens *= self.grad_accum
+            event["tokens"] = tokens
+        if self.grad_accum > 1:
+            event["micro_steps"] = self.grad_accum
+        memory = self._memory
+        if memory is not None:
+            rss = memory.host_rss_bytes()
+            if rss is not None:
+                event["mem_host_rss_bytes"] = rss
+            event.update(memory.device())
+        if self._sampler is not None:
+            ratio = self._sampler.after_step(step, delta)
+            if ratio is not None:
+                event["update_ratio"] = ratio
+        self._emit(event)
+        if self._ckpt_callbacks:
+            self._check_checkpoints()
+        self._check_stop(run_context, step)
+        self._t_prev_end = now  # the hook's own cost counts as wait before the next step
+
+    def _check_checkpoints(self) -> None:
+        for callback in self._ckpt_callbacks:
+            path = getattr(callback, "latest_ckpt_file_name", "") or ""
+            if path and self._ckpt_seen.get(id(callback)) != path:
+                self._ckpt_seen[id(callback)] = path
+                self._emit(make("checkpoint", self.rank, t=time.time(), run=self.run,
+                                step=self._last_step, path=str(path)))
+
+    def _check_stop(self, run_context: Any, step: int) -> None:
+        if self._stopping:
+            return
+        try:
+            info = os.stat(self._stop_path)
+        except OSError:
+            return
+        if (info.st_mtime_ns, info.st_ino) == self._stale_stop:
+            return
+        self._stopping = True
+        request = _read_stop(self._stop_path)
+        reason = str(request.get("reason") or "stop requested by msdoctor")
+        self._emit(make("stop", self.rank, t=time.time(), run=self.run, step=step, reason=reason,
+                        alert=request.get("alert") if isinstance(request.get("alert"), str) else None))
+        self.guard.report("stop", f"stopping training at step {step}: {reason}")
+        run_context.request_stop()
+
+    def _end(self, status: str, exception: Optional[str] = None) -> None:
+        self.status = status
+        self._emit(make("run_end", self.rank, t=time.time(), run=self.run, status=status,
+                        step=self._last_step or None, exception=exception))
+        if self.emitter is not None:
+            self.emitter.close(timeout=2.0)
+
+
+def _optimizer(cb: Any) -> Any:
+    """The optimizer of this run: Model's, or the train cell's ``optimizer`` attribute."""
+    optimizer = cb.get("optimizer")
+    if optimizer is None:
+        optimizer = getattr(cb.get("train_network"), "optimizer", None)
+    if optimizer is None:
+        optimizer = getattr(cb.get("network"), "optimizer", None)
+    return optimizer if hasattr(optimizer, "parameters") else None
+
+
+def _read_stop(path: str) -> Dict[str, Any]:
+    """The stop request's JSON object (data only); a readable reason if it is malformed."""
+    try:
+        with open(path, "rb") as handle:
+            data = json.loads(handle.read(65536))
+        if isinstance(data, dict):
+            return data
+        return {"reason": f"stop requested ({path} holds {type(data).__name__}, expected an object)"}
+    except (OSError, ValueError) as exc:
+        return {"reason": f"stop requested ({path} unreadable: {exc})"}
+
+
+__all__ = ["DoctorCallback", "STOP_FILE"]

@@ -1,0 +1,97 @@
+"""Complete, step-numbered checkpoints: model, optimizer, LR-schedule position and data offset.
+
+One file per save, ``<run_dir>/checkpoints/rank-<R>/step-<NNNNNNNN>.ckpt`` (never one overwritten
+file). It holds every parameter of the train cell: the model's weights, the optimizer's moments
+and its ``global_step`` (the LR schedule's position), the loss scale, plus ``step`` (optimizer
+updates done) and ``data_offset`` (samples this rank consumed). Only the last ``keep`` files stay.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
+
+_NAME = re.compile(r"^step-(\d{8})\.ckpt$")
+
+
+@dataclass(frozen=True)
+class Restored:
+    """What a checkpoint tells a resumed run beyond the parameters."""
+
+    path: Path
+    step: int
+    data_offset: int
+
+
+def folder(run_dir: Path, rank: int) -> Path:
+    return Path(run_dir) / "checkpoints" / f"rank-{rank}"
+
+
+def path_for(run_dir: Path, rank: int, step: int) -> Path:
+    return folder(run_dir, rank) / f"step-{step:08d}.ckpt"
+
+
+def saved(run_dir: Path, rank: int) -> List[Path]:
+    """Finished checkpoint files of ``rank``, oldest first."""
+    base = folder(run_dir, rank)
+    if not base.is_dir():
+        return []
+    return sorted(p for p in base.iterdir() if _NAME.match(p.name))
+
+
+def save(cell, run_dir: Path, rank: int, step: int, data_offset: int, keep: int) -> Path:
+    """Write the checkpoint of ``step`` (temp file, then rename) and prune to the last ``keep``."""
+    import mindspore as ms
+
+    target = path_for(run_dir, rank, step)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.stem}.{os.getpid()}.tmp.ckpt")
+    ms.save_checkpoint(cell, str(tmp), append_dict={"step": int(step), "data_offset": int(data_offset)})
+    os.replace(tmp, target)
+    for old in saved(run_dir, rank)[:-keep] if keep > 0 else []:
+        try:
+            old.unlink()
+        except OSError:
+            pass
+    return target
+
+
+def restore(cell, run_dir: Path, rank: int) -> Optional[Restored]:
+    """Load the newest checkpoint of ``rank`` into ``cell``; None when there is none."""
+    import mindspore as ms
+
+    files = saved(run_dir, rank)
+    if not files:
+        return None
+    params = ms.load_checkpoint(str(files[-1]))
+    step = int(params.pop("step").asnumpy())
+    offset = int(params.pop("data_offset").asnumpy())
+    missing, _ = ms.load_param_into_net(cell, params, strict_load=True)
+    trainable_missing = [name for name in missing if not name.startswith("accum")]
+    if trainable_missing:
+        raise RuntimeError(f"checkpoint {files[-1]} lacks {len(trainable_missing)} parameters of this "
+                           f"model (e.g. {trainable_missing[:3]}): was it written by another preset?")
+    return Restored(files[-1], step, offset)
+
+
+def make_callback(cell, run_dir: Path, rank: int, every: int, keep: int, samples_per_step: int,
+                  last_step: int):
+    """A callback saving every ``every`` steps and at ``last_step``, exposing ``latest_ckpt_file_name``."""
+    from mindspore.train import Callback
+
+    class CheckpointSaver(Callback):
+        """Saves complete checkpoints (see module docstring)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.latest_ckpt_file_name = ""
+
+        def on_train_step_end(self, run_context) -> None:
+            step = int(run_context.original_args().cur_step_num)
+            if step % every == 0 or step == last_step:
+                path = save(cell, run_dir, rank, step, step * samples_per_step, keep)
+                self.latest_ckpt_file_name = str(path)
+
+    return CheckpointSaver()

@@ -1,0 +1,85 @@
+"""Training batches from the token file: fixed-length windows, seeded shuffle, restorable offset.
+
+The token stream is cut into non-overlapping windows of ``seq_length + 1`` tokens (the model shifts
+inputs and labels itself). Windows are visited in a seeded permutation per pass ("epoch") over the
+file; sample ``g`` of the run is a pure function of ``(seed, g)``, so the data offset of a resumed
+run is just the number of samples already consumed. Ranks read interleaved samples
+(``g * world + rank``) of the same permutation, like a distributed sampler.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Optional
+
+import numpy as np
+
+#: (step, sample index within the step's batch) -> window tokens, or None to keep the real sample.
+Corruptor = Callable[[int, int], Optional[np.ndarray]]
+
+
+class WindowSource:
+    """Random-access source for ``GeneratorDataset``: item ``i`` is one ``seq_length + 1`` window."""
+
+    def __init__(self, ids: np.ndarray, seq_length: int, samples_per_step: int, start_step: int,
+                 steps: int, seed: int, rank: int = 0, world: int = 1,
+                 corrupt: Optional[Corruptor] = None) -> None:
+        self.ids, self.seq_length = ids, seq_length
+        self.window = seq_length + 1
+        self.n_windows = (len(ids) - 1) // seq_length
+        if self.n_windows < 1:
+            raise ValueError(f"token file has {len(ids)} tokens, fewer than one window of {self.window}")
+        self.samples_per_step, self.start_step, self.steps = samples_per_step, start_step, steps
+        self.seed, self.rank, self.world = seed, rank, world
+        self.corrupt = corrupt
+        self._cached = (-1, np.empty(0, dtype=np.int64))   # (epoch, permutation), swapped atomically
+
+    def __len__(self) -> int:
+        return self.steps * self.samples_per_step
+
+    def permutation(self, epoch: int) -> np.ndarray:
+        """The window order of pass ``epoch`` over the file (seeded, the same on every rank)."""
+        cached = self._cached      # one read: loader threads may swap it concurrently
+        if cached[0] != epoch:
+            cached = (epoch, np.random.default_rng([self.seed, epoch]).permutation(self.n_windows))
+            self._cached = cached
+        return cached[1]
+
+    def sample(self, global_sample: int) -> np.ndarray:
+        """Window tokens of the run's ``global_sample``-th sample on this rank."""
+        g = global_sample * self.world + self.rank
+        epoch, slot = divmod(g, self.n_windows)
+        start = int(self.permutation(epoch)[slot]) * self.seq_length
+        return np.asarray(self.ids[start:start + self.window], dtype=np.int32)
+
+    def __getitem__(self, index: int):
+        local_step, within = divmod(int(index), self.samples_per_step)
+        step = self.start_step + local_step + 1           # 1-based optimizer step this sample feeds
+        if self.corrupt is not None:
+            bad = self.corrupt(step, within)
+            if bad is not None:
+                return (np.asarray(bad, dtype=np.int32),)
+        return (self.sample((step - 1) * self.samples_per_step + within),)
+
+
+class Sleeper:
+    """A batch map that sleeps ``ms`` per batch: a slow loader (the ``slow-data`` injection)."""
+
+    def __init__(self, ms: float) -> None:
+        self.seconds = ms / 1000.0
+
+    def __call__(self, batch: np.ndarray) -> np.ndarray:
+        time.sleep(self.seconds)
+        return batch
+
+
+def build(source: WindowSource, batch_size: int, workers: int, slow_ms: float = 0.0):
+    """The ``mindspore.dataset`` pipeline: parallel reads, static batches, last partial batch dropped."""
+    import mindspore.dataset as ds
+
+    data = ds.GeneratorDataset(source, column_names=["input_ids"], shuffle=False,
+                               num_parallel_workers=workers, python_multiprocessing=False)
+    data = data.batch(batch_size, drop_remainder=True)
+    if slow_ms > 0:
+        data = data.map(operations=Sleeper(slow_ms), input_columns=["input_ids"],
+                        num_parallel_workers=1, python_multiprocessing=False)
+    return data

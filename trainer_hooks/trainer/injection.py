@@ -1,0 +1,179 @@
+"""Fault injection: ``--inject SPEC`` reproduces, on the real run, each symptom msdoctor knows.
+
+``SPEC`` is a comma-separated list of forms (see :data:`FORMS`). Each fault acts on the real
+training run, so the signals the hooks record are what the fault really does:
+
+- ``nan@S``: from step S a weight (the final RMSNorm's) is NaN, so the loss is NaN from S on.
+- ``spike@S``: the batch of step S is a shard of random tokens: one loss spike.
+- ``periodic@K``: every K-th batch comes from the same corrupt (random-token) shard.
+- ``stall@S``: from step S the learning rate is multiplied by 1e-9 (a unit error, not an
+  intended zero): every update falls below fp32 resolution, the weights stop changing.
+- ``slow-data@MS``: the loader sleeps MS ms per batch (one worker): the step waits for data.
+- ``lr-high``: the peak learning rate is 30x the preset's: the loss oscillates.
+- ``loss-scale-low``: fp16 with a dynamic loss scale starting at 8 whose growth window is longer
+  than any run (1e6 steps): the scale never moves.
+- ``leak[@MB]``: every step keeps another MB (default 4) of host memory alive.
+- ``hang@S``: step S blocks (process alive, heartbeats go on) until the stop file appears
+  or ``--hang-timeout`` seconds pass.
+- ``accum-mismatch``: gradient accumulation done per call of the train cell (one micro-batch
+  each), so the logged step counts micro-batches, not optimizer updates.
+
+Parsing is standard library only (the CLI front end uses it without MindSpore).
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import numpy as np
+
+FORMS = ("nan@STEP", "spike@STEP", "periodic@K", "stall@STEP", "slow-data@MS", "lr-high",
+         "loss-scale-low", "leak[@MB]", "hang@STEP", "accum-mismatch")
+
+#: name -> (argument required?, argument allowed?, minimum value)
+_KINDS: Dict[str, tuple] = {
+    "nan": (True, True, 1), "spike": (True, True, 1), "periodic": (True, True, 2),
+    "stall": (True, True, 1), "slow-data": (True, True, 1), "hang": (True, True, 1),
+    "leak": (False, True, 1), "lr-high": (False, False, 0), "loss-scale-low": (False, False, 0),
+    "accum-mismatch": (False, False, 0),
+}
+_FORM = re.compile(r"^(?P<name>[a-z-]+)(?:@(?P<arg>[^@,]*))?$")
+
+LR_HIGH_FACTOR = 30.0
+LEAK_DEFAULT_MB = 4
+STALL_LR_FACTOR = 1e-9
+LOW_LOSS_SCALE = 8.0
+LOW_LOSS_SCALE_WINDOW = 1_000_000
+
+
+class InjectionError(ValueError):
+    """A malformed ``--inject`` value; the message is one line naming the valid forms."""
+
+
+@dataclass
+class Injections:
+    """The parsed faults of one run (``None`` / False: not injected)."""
+
+    nan: Optional[int] = None
+    spike: Optional[int] = None
+    periodic: Optional[int] = None
+    stall: Optional[int] = None
+    slow_data: Optional[int] = None
+    hang: Optional[int] = None
+    leak: Optional[int] = None
+    lr_high: bool = False
+    loss_scale_low: bool = False
+    accum_mismatch: bool = False
+    spec: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.spec)
+
+    def as_config(self) -> Dict[str, object]:
+        """The injected faults for the recorded config (only those present)."""
+        found = {}
+        for name in ("nan", "spike", "periodic", "stall", "slow_data", "hang", "leak"):
+            value = getattr(self, name)
+            if value is not None:
+                found[name.replace("_", "-")] = value
+        for name in ("lr_high", "loss_scale_low", "accum_mismatch"):
+            if getattr(self, name):
+                found[name.replace("_", "-")] = True
+        return found
+
+
+def _fail(item: str, why: str) -> InjectionError:
+    return InjectionError(f"bad --inject {item!r}: {why}; valid forms: {', '.join(FORMS)} "
+                          "(comma-separated, STEP/K/MS/MB positive integers)")
+
+
+def parse(spec: str) -> Injections:
+    """Parse ``SPEC`` (e.g. ``"nan@300,slow-data@200"``); raises :class:`InjectionError`."""
+    found = Injections(spec=(spec or "").strip())
+    if not found.spec:
+        return found
+    seen: List[str] = []
+    for item in (part.strip() for part in found.spec.split(",")):
+        match = _FORM.match(item)
+        if not item or match is None or match.group("name") not in _KINDS:
+            raise _fail(item, "unknown fault" if item else "empty item")
+        name, arg = match.group("name"), match.group("arg")
+        required, allowed, minimum = _KINDS[name]
+        if name in seen:
+            raise _fail(item, f"{name} given twice")
+        seen.append(name)
+        if arg is None:
+            if required:
+                raise _fail(item, f"{name} needs @{'K' if name == 'periodic' else 'N'}")
+            value = LEAK_DEFAULT_MB if name == "leak" else True
+        elif not allowed:
+            raise _fail(item, f"{name} takes no @argument")
+        elif not arg.isdigit() or int(arg) < minimum:
+            raise _fail(item, f"expected an integer >= {minimum} after '@', got {arg!r}")
+        else:
+            value = int(arg)
+        setattr(found, name.replace("-", "_"), value)
+    return found
+
+
+class CorruptShard:
+    """Random-token windows standing in for a corrupt shard; the batches the faults replace."""
+
+    def __init__(self, injections: Injections, vocab_size: int, window: int, seed: int,
+                 windows: int = 64) -> None:
+        rng = np.random.default_rng([seed, 0xBAD])
+        self.tokens = rng.integers(2, vocab_size, size=(windows, window), dtype=np.int32)
+        self.spike, self.period = injections.spike, injections.periodic
+
+    def __call__(self, step: int, within: int) -> Optional[np.ndarray]:
+        """The replacement window for sample ``within`` of step ``step``, or None (keep the real one)."""
+        hit = (step == self.spike) or (self.period is not None and step % self.period == 0)
+        if not hit:
+            return None
+        return self.tokens[(step * 7 + within) % len(self.tokens)]
+
+
+def make_callback(injections: Injections, network, schedule, run_dir: str, hang_timeout: float):
+    """The MindSpore callback applying the step-triggered faults (nan, stall, leak, hang)."""
+    from mindspore import Tensor
+    from mindspore.train import Callback
+
+    class Injector(Callback):
+        """Applies ``--inject`` faults at the begin/end of the named steps."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.kept: List[np.ndarray] = []       # the leak: never released
+            self.stop_path = os.path.join(run_dir, "control", "stop.json")
+
+        def on_train_step_begin(self, run_context) -> None:
+            step = run_context.original_args().cur_step_num
+            if step == injections.nan:
+                norm = next(p for p in network.trainable_params() if "norm_out" in p.name)
+                norm.set_data(Tensor(np.full(norm.shape, np.nan, np.float32)))
+            if step == injections.stall:
+                schedule.scale.set_data(Tensor(STALL_LR_FACTOR, schedule.scale.dtype))
+            if step == injections.hang:
+                self._hang()
+
+        def on_train_step_end(self, run_context) -> None:
+            if injections.leak:
+                self.kept.append(np.ones(injections.leak * (1 << 20) // 8, np.float64))
+
+        def _hang(self) -> None:
+            stale = _mtime(self.stop_path)
+            deadline = time.monotonic() + hang_timeout
+            while time.monotonic() < deadline and _mtime(self.stop_path) == stale:
+                time.sleep(0.1)
+
+    return Injector()
+
+
+def _mtime(path: str) -> Optional[int]:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None

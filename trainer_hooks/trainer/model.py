@@ -1,0 +1,74 @@
+"""MindFormers' ``LlamaForCausalLM`` built from a preset, with the context MindFormers expects.
+
+On a CPU the model trains in GRAPH mode only with ``fused_rms_norm=False`` (no RmsNorm kernel)
+and ``use_rope_slice=True`` (the default RoPE path needs a broadcasting BatchMatMul the CPU lacks).
+``mindformers.build_context`` is called first: without it the first MindFormers component that
+asks for the context builds a default one in PyNative mode.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Dict
+
+from trainer_hooks.trainer.presets import Preset
+
+#: precision -> (compute dtype, parameter dtype). Parameters stay fp32 (master weights).
+DTYPES: Dict[str, tuple] = {
+    "fp32": ("float32", "float32"),
+    "fp16": ("float16", "float32"),
+    "bf16": ("bfloat16", "float32"),
+}
+
+def quiet_mindformers() -> None:
+    """Keep MindFormers' INFO chatter out of the terminal (its log files still get it)."""
+    names = [n for n in list(logging.root.manager.loggerDict) if n.startswith("mindformers")]
+    for name in names:
+        for handler in logging.getLogger(name).handlers:
+            if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+                handler.setLevel(logging.WARNING)
+
+def setup_context(device: str) -> None:
+    """GRAPH mode on ``device`` (CPU, GPU or Ascend), through MindFormers so it stays GRAPH."""
+    from mindformers import build_context
+
+    quiet_mindformers()
+    build_context({"context": {"mode": "GRAPH_MODE", "device_target": device}, "parallel": {}})
+    quiet_mindformers()
+
+def build_llama(preset: Preset, precision: str, device: str):
+    """A ``LlamaForCausalLM`` of ``preset``'s size in ``precision`` (fp32 / fp16 / bf16)."""
+    from mindformers.models.llama import LlamaConfig, LlamaForCausalLM
+
+    compute, params = DTYPES[precision]
+    config = LlamaConfig(
+        **preset.llama_fields(),
+        compute_dtype=compute, param_init_type=params, layernorm_compute_type="float32",
+        softmax_compute_type="float32", rotary_dtype="float32",
+        use_flash_attention=False, use_past=False,
+        fused_rms_norm=device != "CPU", use_rope_slice=device == "CPU",
+        pad_token_id=0, bos_token_id=1, eos_token_id=1)
+    return LlamaForCausalLM(config)
+
+def micro_batch_loss(network, micro_batch: int, grad_accum: int):
+    """Wrap ``network`` so one call takes ``grad_accum`` micro-batches and returns their mean loss.
+
+    The gradient of the mean of the micro-batch losses is the mean of the micro-batch gradients,
+    which is what gradient accumulation computes, so one call of the train cell is one optimizer
+    update over ``grad_accum * micro_batch`` samples (the logged step stays the update count).
+    """
+    if grad_accum == 1:
+        return network
+    from mindspore import nn
+
+    class MicroBatches(nn.Cell):
+        def __init__(self) -> None:
+            super().__init__(auto_prefix=False)
+            self.network = network
+
+        def construct(self, input_ids):
+            total = self.network(input_ids[0:micro_batch])
+            for k in range(1, grad_accum):
+                total = total + self.network(input_ids[k * micro_batch:(k + 1) * micro_batch])
+            return total / grad_accum
+
+    return MicroBatches()

@@ -1,0 +1,141 @@
+"""One training session inside MindSpore: model, optimizer, train cell, data, callbacks, ``Model.train``."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import numpy as np
+
+import mindspore as ms
+from mindspore import nn
+from mindspore.train import Callback, Model
+
+from trainer_hooks.cell import DoctorTrainOneStepCell
+from trainer_hooks.trainer import checkpoint, dataset, injection, model, schedule
+from trainer_hooks.trainer.run import ADAM_BETAS, CLIP_NORM, WEIGHT_DECAY, Plan, _loss_scale
+
+
+class StepOrigin(Callback):
+    """Makes ``cur_step_num`` continue from the checkpoint's step on a resumed run.
+
+    ``Model.train`` starts counting at 0; placed first in the callback list, this sets the
+    counter before any other callback (the hooks included) reads it.
+    """
+
+    def __init__(self, start_step: int) -> None:
+        super().__init__()
+        self.start_step = start_step
+
+    def on_train_begin(self, run_context) -> None:
+        run_context.original_args().cur_step_num = self.start_step
+
+
+class ConsoleLog(Callback):
+    """A progress line every ``every`` steps: step, loss, lr, grad norm, loss scale, steps/s."""
+
+    def __init__(self, every: int, total: int, out=sys.stdout) -> None:
+        super().__init__()
+        self.every, self.total, self.out = every, total, out
+        self._t, self._step = time.perf_counter(), 0
+
+    def on_train_step_end(self, run_context) -> None:
+        cb = run_context.original_args()
+        step = int(cb.cur_step_num)
+        if step % self.every and step != self.total:
+            return
+        loss, _overflow, scale, lr, gnorm = (np.asarray(x.asnumpy()).reshape(-1)[0]
+                                             for x in cb.net_outputs)
+        now = time.perf_counter()
+        rate = (step - self._step) / max(now - self._t, 1e-9) if self._step else float("nan")
+        self._t, self._step = now, step
+        self.out.write(f"step {step:>6}/{self.total}  loss {float(loss):8.4f}  lr {float(lr):.2e}  "
+                       f"grad_norm {float(gnorm):8.4f}  loss_scale {float(scale):g}  "
+                       f"{rate:6.1f} steps/s\n")
+        self.out.flush()
+
+
+def param_groups(network) -> List[Dict[str, Any]]:
+    """Weight decay on matrices only (not on norms and biases), as LLM pretraining does."""
+    params = network.trainable_params()
+    decay = [p for p in params if len(p.shape) >= 2]
+    no_decay = [p for p in params if len(p.shape) < 2]
+    groups = [{"params": decay, "weight_decay": WEIGHT_DECAY}]
+    if no_decay:
+        groups.append({"params": no_decay, "weight_decay": 0.0})
+    return groups
+
+
+class Session:
+    """Builds and runs the training of one :class:`Plan`."""
+
+    def __init__(self, plan: Plan, args, config: Dict[str, Any], token_file) -> None:
+        self.plan, self.args, self.config, self.token_file = plan, args, config, token_file
+
+    def build_cell(self):
+        plan, inj = self.plan, self.args.injections
+        model.setup_context(self.args.device)
+        ms.set_seed(self.args.seed + plan.rank)
+        np.random.seed(self.args.seed + plan.rank)
+        self.network = model.build_llama(plan.preset, plan.precision, self.args.device)
+        self.schedule = schedule.make_schedule(plan.lr, plan.steps, plan.warmup)
+        optimizer = nn.AdamWeightDecay(param_groups(self.network), learning_rate=self.schedule,
+                                       beta1=ADAM_BETAS[0], beta2=ADAM_BETAS[1], eps=1e-8)
+        scale = _loss_scale(plan, self.args)
+        sense = nn.DynamicLossScaleUpdateCell(scale[0], 2, scale[1]) if scale else None
+        if inj.accum_mismatch:
+            from trainer_hooks.trainer.cell import MicroStepTrainCell
+
+            cell = MicroStepTrainCell(self.network, optimizer, plan.grad_accum, sense, CLIP_NORM)
+        else:
+            loss_net = model.micro_batch_loss(self.network, plan.micro_batch, plan.grad_accum)
+            cell = DoctorTrainOneStepCell(loss_net, optimizer, sense, CLIP_NORM)
+        cell.set_train()
+        return cell
+
+    def run(self) -> int:
+        plan, args, inj = self.plan, self.args, self.args.injections
+        cell = self.build_cell()
+        calls_total = plan.steps * plan.cell_calls_per_step
+        start = 0
+        if args.resume:
+            restored = checkpoint.restore(cell, plan.run_dir, plan.rank)
+            if restored is not None:
+                start = restored.step
+                print(f"resumed from {restored.path} at step {start} "
+                      f"(data offset {restored.data_offset} samples)", flush=True)
+            else:
+                print(f"--resume: no checkpoint in {plan.run_dir}, starting at step 0", flush=True)
+        if start >= calls_total:
+            print(f"nothing to do: the run is at step {start} of {calls_total}", flush=True)
+            return 0
+        samples = plan.samples_per_call
+        window = plan.preset.seq_length + 1
+        corrupt = injection.CorruptShard(inj, plan.preset.vocab_size, window, args.seed) \
+            if (inj.spike or inj.periodic) else None
+        end = min(calls_total, start + args.stop_after) if args.stop_after else calls_total
+        source = dataset.WindowSource(self.token_file.ids, plan.preset.seq_length, samples, start,
+                                      end - start, args.seed, plan.rank, plan.world, corrupt)
+        data = dataset.build(source, samples, args.workers, slow_ms=inj.slow_data or 0)
+        callbacks = [StepOrigin(start)]
+        if inj:
+            callbacks.append(injection.make_callback(inj, self.network, self.schedule,
+                                                     str(plan.run_dir), args.hang_timeout))
+        if not args.no_hooks:
+            from trainer_hooks.callback import DoctorCallback
+
+            callbacks.append(DoctorCallback(
+                str(plan.run_dir), rank=plan.rank, world_size=plan.world, run=self.config["run"],
+                config=self.config, tokens_per_step=samples * plan.preset.seq_length,
+                grad_accum=plan.grad_accum, precision=plan.precision,
+                expect_tokens_per_s=args.expect_tokens_per_s, update_every=args.update_every,
+                heartbeat_s=args.heartbeat_s))
+        callbacks.append(checkpoint.make_callback(cell, plan.run_dir, plan.rank, plan.save_every,
+                                                  args.keep, samples, end))
+        callbacks.append(ConsoleLog(args.log_every, calls_total))
+        print(f"training {plan.preset.name} ({self.config['params']:,} params, {plan.precision}, "
+              f"seq {plan.preset.seq_length}, batch {plan.micro_batch}x{plan.grad_accum}) "
+              f"steps {start + 1}..{end} of {calls_total} -> {plan.run_dir}", flush=True)
+        Model(cell).train(1, data, callbacks=callbacks, dataset_sink_mode=False)
+        return 0
