@@ -282,6 +282,8 @@ class DoctorCallback(Callback):
         self.status = status
         self._emit(make("run_end", self.rank, t=time.time(), run=self.run, status=status,
                         step=self._last_step or None, exception=exception))
+        if self._memory is not None:
+            self._memory.close()
         if self.emitter is not None:
             self.emitter.close(timeout=2.0)
 

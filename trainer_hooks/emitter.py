@@ -183,7 +183,8 @@ class Emitter:
         self._close_fd()
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            # O_NONBLOCK: a FIFO planted at the path must fail, not hang the training thread
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
             info = os.fstat(fd)
             self._fd, self._identity = fd, (info.st_dev, info.st_ino)
             if info.st_size and _last_byte(self.path, info.st_size) != b"\n":

@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="log each rank's progress every S seconds (default: 30)")
     parser.add_argument("--snapshot-every", type=float, default=5.0, metavar="S",
                         help="save the state every S seconds (default: 5)")
+    parser.add_argument("--rules", type=Path, metavar="DIR",
+                        help="alerting rule directory or file (default: the shipped rules/); "
+                             "serve refuses to start if any rule is invalid")
     parser.add_argument("--log-level", default="INFO",
                         choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     from msdoctor.exporter import endpoint   # /metrics, /api/v1, alert delivery flags
@@ -138,7 +141,32 @@ class LogReporter:
 
 def build_consumers(args: argparse.Namespace) -> List[Any]:
     """The consumers serve runs (the rule engine and the exporter join here)."""
-    return [LogReporter(progress_every=args.progress_every)]
+    consumers: List[Any] = [LogReporter(progress_every=args.progress_every)]
+    ruleset = getattr(args, "ruleset", None)
+    if ruleset is not None:
+        from msdoctor.engine.consumer import EngineConsumer
+        consumers.append(EngineConsumer(ruleset, args.run_dir))
+    return consumers
+
+
+def load_ruleset(args: argparse.Namespace) -> Any:
+    """Load ``--rules`` (default: the shipped rules); print every error and return None if invalid."""
+    from msdoctor.engine.errors import RuleSetError
+    from msdoctor.engine.loader import default_rules_dir, load_rules
+    path = args.rules or default_rules_dir()
+    if not Path(path).exists():
+        print(f"msdoctor serve: --rules {path}: no such file or directory", file=sys.stderr)
+        return None
+    try:
+        ruleset = load_rules([path])
+    except RuleSetError as exc:
+        for error in exc.errors:
+            print(error, file=sys.stderr)
+        print(f"msdoctor serve: {len(exc.errors)} error(s) in the rules ({path}); not starting",
+              file=sys.stderr)
+        return None
+    log.info("loaded %d rules from %s", len(ruleset), path)
+    return ruleset
 
 
 def run(args: argparse.Namespace) -> int:
@@ -152,6 +180,9 @@ def run(args: argparse.Namespace) -> int:
             problem = str(exc)
     if problem:
         print(f"msdoctor serve: {problem}", file=sys.stderr)
+        return 2
+    args.ruleset = load_ruleset(args)
+    if args.ruleset is None:
         return 2
     from msdoctor.exporter.endpoint import Endpoint
     from msdoctor.exporter.server import ListenError

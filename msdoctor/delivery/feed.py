@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import threading
 import time
@@ -182,9 +181,3 @@ class AlertFeed:
             states = [a["state"] for a in self._active.values()]
         return {state: states.count(state) for state in ACTIVE_STATES}
 
-
-def finite_or_none(value: Any) -> Optional[float]:
-    """``value`` as a float when it is a finite number, else None."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None

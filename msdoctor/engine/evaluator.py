@@ -54,8 +54,8 @@ class Engine:
             rc = self.runs[run] = RunContext(run)
         ctx = rc.ranks.get(rank)
         if ctx is None:
-            n = len(self.program.nodes)
-            ctx = rc.ranks[rank] = RankContext(rc, rank, self.program.new_states(), [math.nan] * n)
+            ctx = rc.ranks[rank] = RankContext(rc, rank, self.program.new_states(),
+                                               self.program.initial_values())
         return ctx
 
     # -- input ------------------------------------------------------------
@@ -152,8 +152,8 @@ class Engine:
         for i, o in enumerate(outs):
             if o is not None:
                 last[i] = float(o[0][-1])
-        out: List[Alert] = []
-        for cr in self.program.rules:
+        found = []
+        for order, cr in enumerate(self.program.rules):
             name = cr.rule.alert
             if failed and self._failed(cr, failed):
                 continue
@@ -164,11 +164,13 @@ class Engine:
                     continue
                 st = ctx.alerts[name] = AlertState()
             for tr in advance(st, cond, steps, t, cr.rule.for_, cr.rule.keep_firing_for):
-                row = tr.row
-                values = {k: float(outs[i][0][row]) for k, i in cr.values.items()
-                          if outs[i] is not None}
-                out.append(self._emit(cr, ctx, tr.state, int(steps[row]), tr.first_step,
-                                      float(outs[cr.value][0][row]), float(t[row]), values))
+                found.append((tr.row, order, tr, cr))
+        out: List[Alert] = []
+        for row, _, tr, cr in sorted(found, key=lambda f: f[:2]):   # chronological
+            values = {k: float(outs[i][0][row]) for k, i in cr.values.items()
+                      if outs[i] is not None}
+            out.append(self._emit(cr, ctx, tr.state, int(steps[row]), tr.first_step,
+                                  float(outs[cr.value][0][row]), float(t[row]), values))
         return out
 
     def _tick_rank(self, ctx: RankContext, now: float) -> List[Alert]:

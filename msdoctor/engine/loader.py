@@ -69,6 +69,7 @@ class _Walker:
         self.constructor = SafeConstructor()
         self.group: Optional[str] = None
         self.rule: Optional[str] = None
+        self.seen_alerts: Dict[str, str] = {}
 
     def error(self, node: Any, message: str, offset: int = 0) -> None:
         mark = node.start_mark
@@ -119,7 +120,7 @@ def check_rules(paths: Sequence[Any]) -> Tuple[RuleSet, List[RuleError]]:
     """Load what can be loaded and collect every error (of every file)."""
     errors: List[RuleError] = []
     ruleset = RuleSet()
-    seen_alerts: Dict[str, Rule] = {}
+    seen_alerts: Dict[str, str] = {}
     seen_groups: Dict[str, str] = {}
     for path in rule_files(paths):
         name = str(path)
@@ -129,20 +130,12 @@ def check_rules(paths: Sequence[Any]) -> Tuple[RuleSet, List[RuleError]]:
         except (OSError, UnicodeDecodeError) as exc:
             errors.append(RuleError(name, 1, 1, f"cannot read rule file: {exc}"))
             continue
-        for rule in _load_file(name, text, errors, seen_groups):
-            first = seen_alerts.get(rule.alert)
-            if first is not None:
-                errors.append(RuleError(name, rule.line, 1, f"duplicate alert name {rule.alert!r} "
-                                        f"(first defined at {first.path}:{first.line}); alert "
-                                        f"names must be unique", rule.group, rule.alert))
-                continue
-            seen_alerts[rule.alert] = rule
-            ruleset.rules.append(rule)
+        ruleset.rules.extend(_load_file(name, text, errors, seen_groups, seen_alerts))
     return ruleset, errors
 
 
-def _load_file(path: str, text: str, errors: List[RuleError],
-               seen_groups: Dict[str, str]) -> List[Rule]:
+def _load_file(path: str, text: str, errors: List[RuleError], seen_groups: Dict[str, str],
+               seen_alerts: Dict[str, str]) -> List[Rule]:
     loader = yaml.SafeLoader(text)
     try:
         root = loader.get_single_node()
@@ -160,6 +153,7 @@ def _load_file(path: str, text: str, errors: List[RuleError],
         errors.append(RuleError(path, 1, 1, "empty rule file: expected 'version: 1' and 'groups:'"))
         return []
     w = _Walker(path, errors)
+    w.seen_alerts = seen_alerts
     top = w.mapping(root, "rule file", TOP_KEYS, TOP_KEYS)
     if top is None:
         return []
@@ -212,25 +206,32 @@ def _load_group(w: _Walker, node: Any, seen_groups: Dict[str, str]) -> List[Rule
 
 
 def _load_rule(w: _Walker, node: Any) -> Optional[Rule]:
+    before = len(w.errors)
+    alert = None
+    alert_node = None
+    if isinstance(node, yaml.MappingNode):          # name the rule before reporting anything
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == "alert":
+                alert_node = value_node
+        if alert_node is not None:
+            alert = w.scalar(alert_node) if isinstance(alert_node, yaml.ScalarNode) else None
+            if isinstance(alert, str) and _IDENT.match(alert):
+                w.rule = alert
     raw = w.mapping(node, "rule", RULE_KEYS, ("alert", "expr", "labels", "annotations"))
     if raw is None:
         return None
-    ok = True
-    before = len(w.errors)
-    alert = None
-    if "alert" in raw:
-        alert_node = raw["alert"][1]
-        alert = w.scalar(alert_node) if isinstance(alert_node, yaml.ScalarNode) else None
+    if alert_node is not None:
         if not isinstance(alert, str) or not _IDENT.match(alert):
             w.error(alert_node, f"invalid alert name {alert!r}: expected an identifier such as "
                                 f"LossNonFinite")
             alert = None
         else:
-            w.rule = alert
-            # re-attribute errors of this rule found so far (missing keys) to its name
-            for k in range(before, len(w.errors)):
-                e = w.errors[k]
-                w.errors[k] = type(e)(e.path, e.line, e.col, e.message, e.group, alert)
+            first = w.seen_alerts.get(alert)
+            if first is not None:
+                w.error(alert_node, f"duplicate alert name {alert!r} (first defined at {first}); "
+                                    f"alert names must be unique")
+            else:
+                w.seen_alerts[alert] = f"{w.path}:{alert_node.start_mark.line + 1}"
     condition = _expr(w, raw.get("expr"), "expr")
     for_ = _duration(w, raw.get("for"), "for")
     keep = _duration(w, raw.get("keep_firing_for"), "keep_firing_for")

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from msdoctor.engine.model import Rule
-from msdoctor.engine.nodes import Frame, Node, Out
+from msdoctor.engine.nodes import Const, Frame, Node, Out
 
 
 @dataclass
@@ -62,6 +62,10 @@ class Program:
                 seen.add(i)
                 stack.extend(self.args[i])
         return tuple(sorted(seen))
+
+    def initial_values(self) -> List[float]:
+        """Per operator value before any batch: constants known, everything else NaN."""
+        return [float(n.params[0]) if isinstance(n, Const) else math.nan for n in self.nodes]
 
     def new_states(self) -> List[Dict[str, Any]]:
         return [node.new_state() for node in self.nodes]

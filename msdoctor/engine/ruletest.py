@@ -27,7 +27,8 @@ from msdoctor.events.schema import STEP_SIGNALS, make
 
 RUN = "test"
 RANK_KEYS = ("rank", "interval_s", "start_t", "series", "world_size", "run_end")
-TEST_KEYS = ("name", "ranks", "alert_rule_test", "slab")
+TEST_KEYS = ("name", "ranks", "alert_rule_test", "slab", "tick_s")
+MAX_TICKS = 100_000
 CHECK_KEYS = ("at_step", "at_time", "alertname", "exp_alerts")
 SERIES_SIGNALS = STEP_SIGNALS + ("overflow", "step") + DERIVED
 
@@ -189,11 +190,24 @@ def run_test(rules: Any, test: Dict[str, Any]) -> List[str]:
             targets = [int(np.searchsorted(r.t, now, side="right")) for r in ranks]
             when = now
         checks.append((when, 0 if "at_step" in check else 1, i, check, targets))
+    tick_s = float(test.get("tick_s", 1.0))
+    if not tick_s > 0:
+        raise RuleTestError(f"tick_s must be a positive number of seconds, got {tick_s!r}")
     failures: List[str] = []
+    last_tick = -math.inf
     for when, kind, _, check, targets in sorted(checks, key=lambda c: c[:3]):
         _advance(engine, ranks, targets, slab)
         if kind == 1:
-            engine.on_tick(when)
+            # the sidecar ticks every poll: tick every tick_s seconds since the last event
+            seen = max(float(r.t[r.pos - 1]) if r.pos else float(r.start["t"]) for r in ranks)
+            start = max(seen, last_tick)
+            count = min(int((when - start) // tick_s), MAX_TICKS) if when > start else 0
+            times = [start + k * tick_s for k in range(1, count + 1)]
+            if not times or times[-1] < when:
+                times.append(when)
+            for now in times:
+                engine.on_tick(now)
+            last_tick = when
         failures.extend(_compare(engine, rules, check, last_firing))
     return failures
 

@@ -325,11 +325,11 @@ def events(run: Run, rank: int) -> List[Dict[str, Any]]:
 
 #: Steps after the injection a run keeps going (the detection horizon), per anomaly.
 HORIZON = {
-    "LossNonFinite": 200, "GradNormNonFinite": 200, "LossPlateau": 6000, "LossSpike": 500,
-    "LossSpikesPeriodic": 4000, "LossOscillating": 2000, "UpdatesStalled": 1500,
-    "GradNormSpike": 300, "LossScaleStuck": 5000, "LossScaleCollapse": 1000,
-    "DataLoaderStarved": 1000, "ThroughputBelowBaseline": 1500, "MemoryGrowth": 4000,
-    "MemoryNearCapacity": 500, "JobHung": 1, "StragglerRank": 1000, "StepCountMismatch": 2000,
+    "LossNonFinite": 200, "GradNormNonFinite": 200, "LossPlateau": 6000, "LossSpike": 300,
+    "LossSpikesPeriodic": 4000, "LossOscillating": 1000, "UpdatesStalled": 600,
+    "GradNormSpike": 300, "LossScaleStuck": 5000, "LossScaleCollapse": 300,
+    "DataLoaderStarved": 500, "ThroughputBelowBaseline": 800, "MemoryGrowth": 2000,
+    "MemoryNearCapacity": 300, "JobHung": 1, "StragglerRank": 800, "StepCountMismatch": 300,
 }
 ANOMALIES = tuple(HORIZON)
 FP16_ONLY = ("LossScaleStuck", "LossScaleCollapse")
@@ -377,7 +377,7 @@ def anomaly_specs(seed: int, per_type: int, types=ANOMALIES) -> List[Spec]:
             elif j % 5 == 4:
                 world = 2
             accum = (1, 8, 4)[j % 3] if anomaly != "StepCountMismatch" else (4, 8)[j % 2]
-            t0 = 1 if anomaly == "StepCountMismatch" else int(rng.integers(2000, 5000))
+            t0 = 1 if anomaly == "StepCountMismatch" else int(rng.integers(1500, 4000))
             t0 = int(math.ceil(t0 / k) * k)
             extra: Dict[str, Any] = {}
             if anomaly == "UpdatesStalled":

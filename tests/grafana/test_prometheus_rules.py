@@ -44,3 +44,13 @@ def test_every_fleet_alert_says_what_to_do_and_links_its_runbook_section():
         assert ann["summary"] and ann["cause"] and ann["fix"], rule["alert"]
         assert ann["runbook_url"] == "docs/prometheus.md#" + rule["alert"].lower()
         assert rule["labels"]["severity"] in ("warning", "critical")
+
+
+def test_the_prometheus_docs_list_every_metric_and_every_fleet_alert():
+    from grafana.mixin.render import ROOT
+    from msdoctor.exporter import names
+
+    text = (ROOT / "docs" / "prometheus.md").read_text()
+    missing = [s.sample_name for s in names.ALL if f"`{s.sample_name}`" not in text]
+    missing += [r["alert"] for r in alerts.alerting_rules() if f"### {r['alert']}" not in text]
+    assert not missing, f"docs/prometheus.md does not document: {missing}"

@@ -5,7 +5,7 @@ training defaults the guide recommends for that size (DIAGNOSIS-GUIDE §3, §6).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Dict
 
 

@@ -11,11 +11,11 @@ import os
 import platform
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
-from trainer_hooks.trainer import checkpoint, options, rundir, schedule
+from trainer_hooks.trainer import options, rundir, schedule
 from trainer_hooks.trainer.injection import LOW_LOSS_SCALE, LOW_LOSS_SCALE_WINDOW, LR_HIGH_FACTOR
 from trainer_hooks.trainer.presets import PRESETS, Preset, parameter_count
 
@@ -89,7 +89,7 @@ def describe(plan: Plan, args, data: Dict[str, Any], run_id: str) -> Dict[str, A
     """The full run config: ``config.json`` and ``run_start.config``."""
     p = plan.preset
     seq = p.seq_length
-    scale = _loss_scale(plan, args)
+    scale = loss_scale_of(plan, args)
     return {
         "run": run_id, "model": "LlamaForCausalLM", "preset": p.name,
         "model_config": {k: v for k, v in p.llama_fields().items() if k not in ("batch_size",)},
@@ -115,7 +115,8 @@ def describe(plan: Plan, args, data: Dict[str, Any], run_id: str) -> Dict[str, A
     }
 
 
-def _loss_scale(plan: Plan, args) -> Optional[tuple]:
+def loss_scale_of(plan: Plan, args) -> Optional[tuple]:
+    """(initial scale, growth window) of fp16 dynamic loss scaling; None without loss scaling."""
     if plan.precision != "fp16":
         return None
     if args.injections.loss_scale_low:

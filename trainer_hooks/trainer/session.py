@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 from typing import Any, Dict, List
 
 import numpy as np
@@ -14,7 +13,7 @@ from mindspore.train import Callback, Model
 
 from trainer_hooks.cell import DoctorTrainOneStepCell
 from trainer_hooks.trainer import checkpoint, dataset, injection, model, schedule
-from trainer_hooks.trainer.run import ADAM_BETAS, CLIP_NORM, WEIGHT_DECAY, Plan, _loss_scale
+from trainer_hooks.trainer.run import ADAM_BETAS, CLIP_NORM, WEIGHT_DECAY, Plan, loss_scale_of
 
 
 class StepOrigin(Callback):
@@ -82,7 +81,7 @@ class Session:
         self.schedule = schedule.make_schedule(plan.lr, plan.steps, plan.warmup)
         optimizer = nn.AdamWeightDecay(param_groups(self.network), learning_rate=self.schedule,
                                        beta1=ADAM_BETAS[0], beta2=ADAM_BETAS[1], eps=1e-8)
-        scale = _loss_scale(plan, self.args)
+        scale = loss_scale_of(plan, self.args)
         sense = nn.DynamicLossScaleUpdateCell(scale[0], 2, scale[1]) if scale else None
         if inj.accum_mismatch:
             from trainer_hooks.trainer.cell import MicroStepTrainCell

@@ -13,7 +13,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, List, TextIO
+from typing import List, TextIO
 
 import numpy as np
 

@@ -1,0 +1,163 @@
+"""A small braille line chart: several series, optional log y axis, alert markers.
+
+Each terminal cell holds 2×4 braille dots, so a 40×6 chart has 80×24 points of
+resolution. Non-finite values are not drawn as lines: a red ``×`` on the top
+row marks their steps. Alert steps are red ``┊`` columns.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence, Tuple
+
+from rich.text import Text
+from textual.widget import Widget
+
+from msdoctor.tui import format as fmt
+
+BRAILLE = 0x2800
+DOTS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))   # [row][col]
+AXIS_WIDTH = 7
+PALETTE = ("cyan", "magenta", "yellow", "green", "bright_blue", "bright_red", "white")
+
+
+@dataclass(frozen=True)
+class Line:
+    label: str
+    steps: Sequence[int]
+    values: Sequence[float]
+    color: str = "cyan"
+    dim: bool = False
+
+
+@dataclass(frozen=True)
+class Plot:
+    lines: Tuple[Line, ...] = ()
+    log: bool = False
+    markers: Tuple[int, ...] = ()
+    unit: str = ""               # "bytes" formats the axis with binary suffixes
+    empty: str = "no data"
+
+
+def smooth(values: Sequence[float], weight: float = 0.9) -> List[float]:
+    """TensorBoard's debiased exponential moving average; non-finite points stay NaN."""
+    out, last, n = [], 0.0, 0
+    for v in values:
+        if not math.isfinite(v):
+            out.append(math.nan)
+            continue
+        n += 1
+        last = last * weight + (1 - weight) * v
+        out.append(last / (1 - weight ** n))
+    return out
+
+
+def _axis(value: float, unit: str) -> str:
+    return (fmt.size(value) if unit == "bytes" else fmt.num(value, 3)).rjust(AXIS_WIDTH - 1)
+
+
+def render_plot(plot: Plot, width: int, height: int) -> Text:
+    """The chart as ``height`` lines of ``width`` cells."""
+    cols, rows = width - AXIS_WIDTH, height - 1
+    text = Text(no_wrap=True, overflow="crop")
+    if cols < 4 or rows < 1:
+        return text
+    xs, ys = [], []
+    for line in plot.lines:
+        for s, v in zip(line.steps, line.values):
+            xs.append(s)
+            if math.isfinite(v) and (not plot.log or v > 0):
+                ys.append(math.log10(v) if plot.log else v)
+    if not xs:
+        return Text(plot.empty, style="dim")
+    x0, x1 = min(xs), max(xs)
+    y0, y1 = (min(ys), max(ys)) if ys else (0.0, 1.0)
+    if y1 - y0 < 1e-12 * max(1.0, abs(y1)):
+        y0, y1 = y0 - 0.5 if not plot.log else y0 - 0.25, y1 + 0.5 if not plot.log else y1 + 0.25
+    w, h = cols * 2, rows * 4
+    dots = [[0] * cols for _ in range(rows)]
+    color: List[List[Optional[str]]] = [[None] * cols for _ in range(rows)]
+    bad = [False] * cols
+
+    def px(step: float) -> int:
+        return 0 if x1 == x0 else int(round((step - x0) / (x1 - x0) * (w - 1)))
+
+    def py(v: float) -> int:
+        y = math.log10(v) if plot.log else v
+        return h - 1 - int(round((y - y0) / (y1 - y0) * (h - 1)))
+
+    for line in plot.lines:
+        style = line.color + (" dim" if line.dim else "")
+        prev = None
+        for s, v in zip(line.steps, line.values):
+            if not math.isfinite(v) or (plot.log and v <= 0):
+                bad[min(cols - 1, px(s) // 2)] = bad[min(cols - 1, px(s) // 2)] or not math.isfinite(v)
+                prev = None
+                continue
+            point = (px(s), max(0, min(h - 1, py(v))))
+            for x, y in _segment(prev, point):
+                dots[y // 4][x // 2] |= DOTS[y % 4][x % 2]
+                color[y // 4][x // 2] = style
+            prev = point
+    marks = {min(cols - 1, px(m) // 2) for m in plot.markers if x0 <= m <= x1}
+    labels = {0: _axis(10 ** y1 if plot.log else y1, plot.unit),
+              rows - 1: _axis(10 ** y0 if plot.log else y0, plot.unit)}
+    for r in range(rows):
+        text.append(labels.get(r, " " * (AXIS_WIDTH - 1)) + "┤" if r in labels
+                    else " " * (AXIS_WIDTH - 1) + "│", style="dim")
+        for c in range(cols):
+            if r == 0 and bad[c]:
+                text.append("×", style="bold red")
+            elif dots[r][c]:
+                text.append(chr(BRAILLE + dots[r][c]), style="red" if c in marks else color[r][c])
+            elif c in marks:
+                text.append("┊", style="red")
+            else:
+                text.append(" ")
+        text.append("\n")
+    left, right = str(x0), str(x1)
+    axis = " " * (AXIS_WIDTH - 1) + "└" + left + right.rjust(max(1, cols - len(left)))
+    text.append(axis[:width], style="dim")
+    return text
+
+
+def _segment(a: Optional[Tuple[int, int]], b: Tuple[int, int]) -> List[Tuple[int, int]]:
+    """The dots from ``a`` to ``b`` (Bresenham), or just ``b``."""
+    if a is None:
+        return [b]
+    (x0, y0), (x1, y1) = a, b
+    dx, dy = abs(x1 - x0), -abs(y1 - y0)
+    sx, sy = (1 if x0 < x1 else -1), (1 if y0 < y1 else -1)
+    err, out = dx + dy, []
+    while True:
+        out.append((x0, y0))
+        if (x0, y0) == (x1, y1):
+            return out
+        e2 = 2 * err
+        if e2 >= dy:
+            err += dy
+            x0 += sx
+        if e2 <= dx:
+            err += dx
+            y0 += sy
+
+
+class Chart(Widget):
+    """A titled chart widget; set :attr:`plot` to redraw."""
+
+    DEFAULT_CSS = """
+    Chart { border: round $panel-lighten-2; height: 1fr; min-height: 4; padding: 0; }
+    """
+
+    def __init__(self, title: str, *, id: Optional[str] = None) -> None:
+        super().__init__(id=id)
+        self.border_title = title
+        self.plot = Plot()
+
+    def set_plot(self, plot: Plot, legend: str = "") -> None:
+        self.plot = plot
+        self.border_subtitle = legend
+        self.refresh()
+
+    def render(self) -> Text:
+        return render_plot(self.plot, self.content_region.width, self.content_region.height)

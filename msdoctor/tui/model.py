@@ -1,0 +1,182 @@
+"""The plain snapshot objects every TUI widget renders.
+
+A data source (:mod:`msdoctor.tui.source`) turns the sidecar's ``/api/v1``
+answers into one :class:`Snapshot` per refresh; widgets never know whether it
+came over HTTP, from an embedded engine, or from a test's fixed data.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+#: Rank health, worst first: decides the status colour and the "worst" sort order.
+HEALTH = ("bad", "warn", "stale", "ok", "done")
+SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
+STATE_ORDER = {"firing": 0, "pending": 1, "resolved": 2, "inactive": 3}
+
+AlertKey = Tuple[str, str, Optional[int]]
+
+
+@dataclass(frozen=True)
+class AlertItem:
+    """One alert instance (its latest transition)."""
+
+    alert: str
+    state: str
+    severity: str
+    run: str
+    rank: Optional[int]
+    step: Optional[int] = None
+    first_step: Optional[int] = None
+    value: Optional[float] = None
+    summary: str = ""
+    cause: str = ""
+    fix: str = ""
+    runbook_url: str = ""
+    t: Optional[float] = None
+
+    @property
+    def key(self) -> AlertKey:
+        return (self.alert, self.run, self.rank)
+
+    def order(self) -> Tuple[int, int, str, int]:
+        """Sort key: firing before pending before resolved, critical first."""
+        return (STATE_ORDER.get(self.state, 9), SEVERITY_ORDER.get(self.severity, 9),
+                self.alert, -1 if self.rank is None else self.rank)
+
+
+@dataclass(frozen=True)
+class RankRow:
+    """One rank's latest values, as a row of the rank table."""
+
+    rank: int
+    status: str = "running"
+    last_step: Optional[int] = None
+    age_s: Optional[float] = None
+    values: Mapping[str, float] = field(default_factory=dict)
+    firing: int = 0
+    pending: int = 0
+    critical: int = 0
+    spark: Tuple[float, ...] = ()
+    health: str = "ok"
+    score: float = 0.0              # larger = worse; orders the "worst" sort
+    alerts: Tuple[str, ...] = ()    # names of the active alerts on this rank
+
+    def get(self, name: str) -> Optional[float]:
+        return self.values.get(name)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The run header: what, how far, how fast, how long to go, how many alerts."""
+
+    run: str
+    model: str = ""
+    world_size: Optional[int] = None
+    ranks: int = 0
+    step: Optional[int] = None
+    total_steps: Optional[int] = None
+    elapsed_s: Optional[float] = None
+    elapsed_estimated: bool = False
+    tokens_per_s: Optional[float] = None
+    eta_s: Optional[float] = None
+    firing: int = 0
+    pending: int = 0
+    statuses: Mapping[str, int] = field(default_factory=dict)
+    precision: str = ""
+    worst_rank: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class ChartData:
+    """Step series of the picked ranks per signal, plus the steps where alerts fired."""
+
+    ranks: Tuple[int, ...] = ()
+    series: Mapping[str, Mapping[int, Tuple[Sequence[int], Sequence[float]]]] = \
+        field(default_factory=dict)
+    markers: Tuple[Tuple[int, str, str], ...] = ()     # (step, alert, severity)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one refresh shows."""
+
+    source: str
+    runs: Tuple[str, ...] = ()
+    run: Optional[RunSummary] = None
+    ranks: Tuple[RankRow, ...] = ()
+    active: Tuple[AlertItem, ...] = ()
+    resolved: Tuple[AlertItem, ...] = ()
+    charts: Optional[ChartData] = None
+    empty_hint: str = ""
+
+    @property
+    def alerts(self) -> Tuple[AlertItem, ...]:
+        return tuple(sorted(self.active, key=AlertItem.order)) + self.resolved
+
+
+# -- health ----------------------------------------------------------------------
+
+def _median(values: List[float]) -> Optional[float]:
+    if not values:
+        return None
+    values = sorted(values)
+    n = len(values)
+    return values[n // 2] if n % 2 else 0.5 * (values[n // 2 - 1] + values[n // 2])
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def judge(rows: Sequence[RankRow], stale_after_s: float = 120.0) -> List[RankRow]:
+    """Rows with ``health`` and ``score`` set: alerts, failures and non-finite losses
+    first, then the ranks furthest from the median loss and step time."""
+    losses = [r.values["loss"] for r in rows if _finite(r.values.get("loss"))]
+    times = [r.values["step_time_s"] for r in rows if _finite(r.values.get("step_time_s"))]
+    med_loss, med_time = _median(losses), _median(times)
+    spread = _median([abs(x - med_loss) for x in losses]) if med_loss is not None else None
+    out = []
+    for r in rows:
+        loss, step_time = r.values.get("loss"), r.values.get("step_time_s")
+        nonfinite = isinstance(loss, float) and not math.isfinite(loss)
+        if r.critical or r.status == "failed" or nonfinite:
+            health = "bad"
+        elif r.firing or r.pending or r.status == "stopped":
+            health = "warn"
+        elif r.status == "completed":
+            health = "done"
+        elif r.age_s is not None and r.age_s > stale_after_s:
+            health = "stale"
+        else:
+            health = "ok"
+        score = 10_000.0 * (len(HEALTH) - HEALTH.index(health)) + 100.0 * r.critical \
+            + 10.0 * r.firing + r.pending
+        if _finite(loss) and med_loss is not None:
+            score += min(9.0, abs(loss - med_loss) / max(spread or 0.0, 1e-6 * abs(med_loss), 1e-12))
+        if _finite(step_time) and med_time:
+            score += min(9.0, max(0.0, step_time / med_time - 1.0) * 10.0)
+        out.append(_replace(r, health=health, score=score))
+    return out
+
+
+def _replace(row: RankRow, **changes: object) -> RankRow:
+    from dataclasses import replace
+    return replace(row, **changes)
+
+
+def worst(rows: Sequence[RankRow]) -> Optional[RankRow]:
+    """The rank most in need of a look (highest score; lowest rank on ties)."""
+    return max(rows, key=lambda r: (r.score, -r.rank), default=None)
+
+
+def count_by(items: Sequence[AlertItem], state: str) -> int:
+    return sum(1 for a in items if a.state == state)
+
+
+def alerts_by_rank(items: Sequence[AlertItem]) -> Dict[Optional[int], List[AlertItem]]:
+    out: Dict[Optional[int], List[AlertItem]] = {}
+    for a in items:
+        out.setdefault(a.rank, []).append(a)
+    return out

@@ -1,0 +1,50 @@
+"""The run header: model, world size, progress, elapsed, throughput, ETA, alert count."""
+from __future__ import annotations
+
+from typing import Optional
+
+from rich.text import Text
+from textual.widgets import Static
+
+from msdoctor.tui import format as fmt
+from msdoctor.tui.model import RunSummary
+
+
+def header_text(run: Optional[RunSummary], source: str, stale: bool = False) -> Text:
+    """Two lines: what and how far; then speed, time and alerts."""
+    if run is None:
+        return Text.assemble(("msdoctor", "bold"), f"  {source}", ("  waiting for data…", "dim"))
+    world = run.world_size if run.world_size is not None else "?"
+    step = "-" if run.step is None else str(run.step)
+    if run.total_steps:
+        pct = "" if run.step is None else f" ({100.0 * run.step / run.total_steps:.0f}%)"
+        step += f"/{run.total_steps}{pct}"
+    first = Text.assemble(
+        ("run ", "dim"), (run.run, "bold"),
+        ("  model ", "dim"), run.model or "?",
+        *((("  ", ""), (run.precision, "")) if run.precision else ()),
+        ("  ranks ", "dim"), f"{run.ranks}/{world}",
+        ("  step ", "dim"), (step, "bold"))
+    elapsed = ("~" if run.elapsed_estimated else "") + fmt.seconds(run.elapsed_s)
+    second = Text.assemble(
+        ("elapsed ", "dim"), elapsed,
+        ("  tokens/s ", "dim"), (fmt.rate(run.tokens_per_s), "bold"),
+        ("  ETA ", "dim"), fmt.seconds(run.eta_s) if run.eta_s is not None else "-",
+        ("  alerts ", "dim"),
+        (f"{run.firing} firing", "bold white on red" if run.firing else "green"),
+        *(((" ", ""), (f"{run.pending} pending", "yellow")) if run.pending else ()),
+        *((("  worst ", "dim"), (f"rank {run.worst_rank}", "bold"), (" (w)", "dim"))
+          if run.worst_rank is not None else ()),
+        *((("  ", ""), ("stale", "bold magenta")) if stale else ()))
+    return Text("\n").join([first, second])
+
+
+class RunHeader(Static):
+    """Shows :func:`header_text` for the latest snapshot."""
+
+    DEFAULT_CSS = """
+    RunHeader { height: 2; padding: 0 1; background: $panel; }
+    """
+
+    def show(self, run: Optional[RunSummary], source: str, stale: bool = False) -> None:
+        self.update(header_text(run, source, stale))

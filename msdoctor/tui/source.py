@@ -1,0 +1,195 @@
+"""Where the TUI's data comes from: a live sidecar over HTTP, or the core run in-process.
+
+Every source has ``label`` and a blocking ``fetch(request) -> Snapshot`` (the
+app calls it from a worker thread) that raises :class:`SourceError` when the
+data cannot be read now; the app shows a banner and retries.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+
+from msdoctor.tui.model import Snapshot
+from msdoctor.tui.reader import ApiReader, NotFoundError, Request, SourceError
+
+DEFAULT_URL = "http://127.0.0.1:9400"
+TOKEN_ENV = "MSDOCTOR_API_TOKEN"
+API_PREFIX = "/api/v1"
+
+try:  # orjson is a core dependency; stay usable without it
+    import orjson
+
+    _loads: Callable[[bytes], Any] = orjson.loads
+except ImportError:  # pragma: no cover
+    _loads = json.loads
+
+
+def hooks_hint(run_dir: str) -> str:
+    """How to make a training script write events into ``run_dir``."""
+    return (f"No training events in {run_dir}/events yet.\n\n"
+            "Start the hooks in your training script:\n\n"
+            "    from trainer_hooks import DoctorCallback\n"
+            f"    model.train(epochs, dataset, callbacks=[DoctorCallback({run_dir!r})])\n\n"
+            "or try the bundled toy run:  python -m trainer_hooks.toy --run-dir "
+            f"{run_dir}\nThis view fills in as soon as the first events arrive.")
+
+
+class Source:
+    """Base class: ``fetch`` one snapshot; ``close`` releases what the source holds."""
+
+    label = "?"
+
+    def fetch(self, request: Request = Request()) -> Snapshot:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class FixedSource(Source):
+    """Hands out given snapshots (tests, benchmarks, screenshots): a callable or a value.
+
+    ``fail`` makes fetch raise :class:`SourceError` with that text until cleared.
+    """
+
+    def __init__(self, snapshot: Snapshot | Callable[[Request], Snapshot],
+                 label: str = "fixed data") -> None:
+        self.snapshot = snapshot
+        self.label = label
+        self.fail: Optional[str] = None
+        self.requests: list = []
+
+    def fetch(self, request: Request = Request()) -> Snapshot:
+        self.requests.append(request)
+        if self.fail:
+            raise SourceError(self.fail)
+        return self.snapshot(request) if callable(self.snapshot) else self.snapshot
+
+
+class HttpSource(Source):
+    """Poll a sidecar's ``/api/v1`` (stdlib ``urllib``; bearer token when given)."""
+
+    def __init__(self, url: str = DEFAULT_URL, token: Optional[str] = None,
+                 timeout: float = 3.0) -> None:
+        url = url.rstrip("/")
+        if "://" not in url:
+            url = "http://" + url
+        if url.endswith(API_PREFIX):
+            url = url[:-len(API_PREFIX)]
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"sidecar URL {url!r}: expected http://HOST:PORT, e.g. {DEFAULT_URL}")
+        self.url, self.timeout = url, float(timeout)
+        self.token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
+        self.label = url
+        self.reader = ApiReader(self.get, url, empty_hint=(
+            f"The sidecar at {url} has no runs yet.\n\n" + hooks_hint("RUN_DIR").replace(
+                "No training events in RUN_DIR/events yet.\n\n", "")))
+
+    def get(self, path: str, params: Mapping[str, Any]) -> Dict[str, Any]:
+        query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
+        url = f"{self.url}{API_PREFIX}{urllib.parse.quote(path)}" + (f"?{query}" if query else "")
+        headers = {"Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(url, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+                body = response.read()
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                raise NotFoundError(f"{path}: not found") from None
+            if exc.code == 401:
+                raise SourceError(f"the sidecar at {self.url} refused the API token (HTTP 401); "
+                                  f"pass --token or set ${TOKEN_ENV}") from None
+            raise SourceError(f"the sidecar at {self.url} answered HTTP {exc.code} for "
+                              f"{path}: {_error_text(exc)}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            reason = getattr(reason, "strerror", None) or str(reason)
+            raise SourceError(f"cannot reach the sidecar at {self.url}: {reason}") from None
+        try:
+            return _loads(body)
+        except ValueError as exc:
+            raise SourceError(f"the sidecar at {self.url} sent invalid JSON for {path}: "
+                              f"{exc}") from None
+
+    def fetch(self, request: Request = Request()) -> Snapshot:
+        return self.reader.read(request)
+
+
+def _error_text(exc: urllib.error.HTTPError) -> str:
+    try:
+        return str(_loads(exc.read()).get("error", ""))[:200]
+    except (ValueError, AttributeError, OSError):
+        return exc.reason or ""
+
+
+class EmbeddedSource(Source):
+    """Run the sidecar core over ``run_dir`` in this process (no sidecar needed).
+
+    A :class:`~msdoctor.daemon.Sidecar` (``persist=False``: nothing is written
+    into the run directory) tails the spool and feeds the rule engine, whose
+    alerts go to an in-memory book; when the engine cannot be loaded, the
+    alerts another process wrote to ``<run_dir>/alerts.jsonl`` are shown
+    instead. Snapshots come from the same ``/api/v1`` views the sidecar serves.
+    """
+
+    def __init__(self, run_dir: os.PathLike | str, rules: Sequence[str] = (),
+                 catch_up_s: float = 0.5, clock: Callable[[], float] = time.time) -> None:
+        from msdoctor.api import Api, Context
+        from msdoctor.daemon import Sidecar
+
+        self.run_dir = Path(run_dir)
+        if not self.run_dir.is_dir():
+            raise ValueError(f"run directory {str(self.run_dir)!r} does not exist; expected a "
+                             "directory with events/rank-<N>.jsonl (or where they will appear)")
+        self.label = str(self.run_dir)
+        self.catch_up_s = float(catch_up_s)
+        self.engine, self.feed = self._alerts(rules)
+        consumers = [self.engine] if self.engine is not None else [self.feed]
+        self.sidecar = Sidecar(self.run_dir, persist=False, consumers=consumers, clock=clock)
+        self.api = Api(Context(self.sidecar.store, self.feed, run_dir=str(self.run_dir)))
+        self.reader = ApiReader(self.get, self.label, empty_hint=hooks_hint(str(self.run_dir)))
+
+    def _alerts(self, rules: Sequence[str]) -> tuple:
+        try:
+            from msdoctor.engine import Engine, default_rules_dir, load_rules
+        except ImportError:
+            from msdoctor.delivery.feed import AlertFeed
+            return None, AlertFeed(self.run_dir / "alerts.jsonl")
+        from msdoctor.tui.alertbook import AlertBook
+
+        book = AlertBook()
+        ruleset = load_rules(list(rules) or [str(default_rules_dir())])  # RuleSetError if bad
+        return Engine(ruleset, sinks=[book]), book
+
+    def get(self, path: str, params: Mapping[str, Any]) -> Dict[str, Any]:
+        query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
+        status, body = self.api.handle(API_PREFIX + path, query)
+        if status == 404:
+            raise NotFoundError(str(body.get("error", path)))
+        if status != 200:
+            raise SourceError(f"{path}: {body.get('error', status)}")
+        return body
+
+    def poll(self) -> int:
+        """Read what the spool has now (up to ``catch_up_s`` seconds); the chunk count."""
+        deadline = time.monotonic() + self.catch_up_s
+        total = 0
+        while True:
+            chunks = self.sidecar.poll_once()
+            total += len(chunks)
+            if not chunks or time.monotonic() >= deadline:
+                return total
+
+    def fetch(self, request: Request = Request()) -> Snapshot:
+        self.poll()
+        with self.sidecar.lock:
+            return self.reader.read(request)

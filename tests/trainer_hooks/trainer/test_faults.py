@@ -1,0 +1,90 @@
+"""Each ``--inject`` fault produces its symptom in the spool of a real run."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from trainer_runs import events, steps, value
+
+pytestmark = pytest.mark.slow
+
+
+def series(run, name):
+    return {e["step"]: value(e, name) for e in steps(run) if name in e}
+
+
+def test_nan_makes_the_loss_non_finite_from_its_step_on(runs):
+    loss = series(runs["nan"], "loss")
+    assert all(math.isfinite(loss[s]) for s in range(1, 30))
+    assert all(math.isnan(loss[s]) for s in range(30, 41))
+
+
+def test_spike_gives_one_loss_spike_at_its_step(runs):
+    loss = series(runs["spike-slow"], "loss")
+    before = np.median([loss[s] for s in range(120, 150)])
+    assert loss[150] > before + 2.0
+    assert abs(np.median([loss[s] for s in range(151, 171)]) - before) < 0.5
+
+
+def test_slow_data_makes_the_step_wait_for_the_loader(runs):
+    got = steps(runs["spike-slow"])[20:]
+    waits = [value(e, "data_wait_s") for e in got]
+    shares = [value(e, "data_wait_s") / value(e, "step_time_s") for e in got]
+    assert np.median(waits) > 0.05 and np.median(shares) > 0.3
+
+
+def test_periodic_gives_loss_spikes_at_multiples_of_k(runs):
+    loss = series(runs["periodic"], "loss")
+    for step in (50, 100, 150):
+        neighbours = np.median([loss[s] for s in range(step - 10, step) if s % 50])
+        assert loss[step] > neighbours + 2.0, step
+    others = [s for s in range(30, 161) if s % 50 and loss[s] > np.median(list(loss.values())) + 2]
+    assert others == []
+
+
+def test_stall_drives_the_update_ratio_to_zero_after_its_step(runs):
+    ratio = series(runs["stall-leak"], "update_ratio")
+    assert all(ratio[s] > 1e-5 for s in ratio if s < 60)
+    assert [ratio[s] for s in ratio if s > 60] and all(ratio[s] < 1e-8 for s in ratio if s > 60)
+
+
+def test_leak_grows_host_memory_every_step(runs):
+    rss = series(runs["stall-leak"], "mem_host_rss_bytes")
+    xs = np.array(sorted(rss))[20:]
+    slope = np.polyfit(xs, [rss[s] for s in xs], 1)[0]
+    assert slope > 3.5 * 2 ** 20                     # leak@4: ~4 MiB per step
+
+
+def test_hang_stops_the_steps_while_heartbeats_go_on(runs):
+    run = runs["hang"]
+    evs = events(run)
+    t19 = next(e["t"] for e in evs if e["type"] == "step" and e["step"] == 19)
+    t20 = next(e["t"] for e in evs if e["type"] == "step" and e["step"] == 20)
+    assert t20 - t19 >= 5.5                         # hang@20 with --hang-timeout 6
+    beats = [e for e in evs if e["type"] == "heartbeat" and t19 < e["t"] < t20]
+    assert len(beats) >= 5                          # --heartbeat-s 0.5
+
+
+def test_accum_mismatch_logs_micro_batches_as_steps(runs):
+    run = runs["accum"]
+    config = json.loads((run / "config.json").read_text())
+    got = steps(run)
+    assert config["total_steps"] == 12 and config["grad_accum"] == 4
+    assert got[-1]["step"] == 48                    # 12 updates logged as 48 "steps"
+    assert {e["tokens"] for e in got} == {8 * 64}   # one micro-batch per logged step
+    assert config["global_batch"] * config["seq_length"] == 4 * 8 * 64
+
+
+def test_loss_scale_low_keeps_fp16_loss_scaling_at_its_low_start(runs):
+    run = runs["scale-low"]
+    assert json.loads((run / "config.json").read_text())["precision"] == "fp16"
+    assert set(series(run, "loss_scale").values()) == {8.0}
+
+
+def test_lr_high_trains_worse_and_noisier_than_the_clean_run(runs):
+    high, clean = series(runs["lr-high"], "loss"), series(runs["clean"], "loss")
+    assert max(high[s] for s in range(2, 30)) > max(clean[s] for s in range(2, 30)) + 1.0
+    tail_high = np.array([high[s] for s in range(150, 201)])
+    tail_clean = np.array([clean[s] for s in range(150, 201)])
+    assert tail_high.mean() > tail_clean.mean() + 0.1

@@ -1,0 +1,40 @@
+"""Parsing ``--inject`` and the corrupt shard the data faults use (no MindSpore needed)."""
+import numpy as np
+import pytest
+
+from trainer_hooks.trainer.injection import CorruptShard, InjectionError, parse
+
+
+def test_a_comma_separated_spec_parses_into_each_fault():
+    inj = parse("nan@300, slow-data@200,lr-high,leak,periodic@50,accum-mismatch")
+    assert (inj.nan, inj.slow_data, inj.lr_high, inj.leak, inj.periodic) == (300, 200, True, 4, 50)
+    assert inj.accum_mismatch and not inj.loss_scale_low and inj.stall is None
+    assert inj.as_config() == {"nan": 300, "slow-data": 200, "leak": 4, "periodic": 50,
+                               "lr-high": True, "accum-mismatch": True}
+
+
+def test_an_empty_spec_injects_nothing():
+    assert not parse("") and parse("").as_config() == {}
+
+
+@pytest.mark.parametrize("spec, why", [
+    ("boom@3", "unknown fault"), ("nan", "nan needs @N"), ("nan@x", "integer >= 1"),
+    ("nan@0", "integer >= 1"), ("lr-high@3", "takes no @argument"), ("periodic@1", ">= 2"),
+    ("nan@3,nan@4", "given twice"), ("nan@3,", "empty item"), ("hang@-1", "integer"),
+])
+def test_a_malformed_spec_is_one_line_naming_it_and_the_valid_forms(spec, why):
+    with pytest.raises(InjectionError) as info:
+        parse(spec)
+    message = str(info.value)
+    assert why in message and "\n" not in message
+    assert "valid forms: nan@STEP, spike@STEP, periodic@K" in message
+
+
+def test_the_corrupt_shard_replaces_exactly_the_named_steps():
+    shard = CorruptShard(parse("spike@7,periodic@5"), vocab_size=100, window=9, seed=1)
+    hits = [step for step in range(1, 21) if shard(step, 0) is not None]
+    assert hits == [5, 7, 10, 15, 20]
+    window = shard(10, 3)
+    assert window.shape == (9,) and window.min() >= 2 and window.max() < 100
+    again = CorruptShard(parse("periodic@5"), vocab_size=100, window=9, seed=1)
+    assert np.array_equal(again(10, 3), window)

@@ -1,0 +1,58 @@
+"""A clean run of the tiny preset, and resume: real MindFormers Llama training on the CPU."""
+import json
+
+import pytest
+
+from trainer_hooks.trainer.schedule import lr_at
+
+from trainer_runs import events, steps, train, value
+
+pytestmark = pytest.mark.slow
+
+CONFIG_KEYS = ("model", "params", "seq_length", "micro_batch", "global_batch", "grad_accum",
+               "precision", "optimizer", "lr", "total_steps", "parallel", "versions")
+
+
+def test_a_clean_run_writes_the_spool_the_config_and_step_numbered_checkpoints(runs):
+    run = runs["clean"]
+    config = json.loads((run / "config.json").read_text())
+    start = events(run)[0]
+    assert start["type"] == "run_start"
+    for key in CONFIG_KEYS:
+        assert key in config and start["config"][key] == config[key], key
+    assert config["model"] == "LlamaForCausalLM" and config["params"] == 950_912
+    assert (config["total_steps"], config["precision"], config["grad_accum"]) == (200, "fp32", 1)
+    assert config["betas"] == [0.9, 0.95] and config["weight_decay"] == 0.1
+    assert config["clip_norm"] == 1.0 and config["seed"] == 42
+    assert {"mindspore", "mindformers", "python"} <= set(config["versions"])
+    got = steps(run)
+    assert [e["step"] for e in got] == list(range(1, 201))
+    assert events(run)[-1]["type"] == "run_end" and events(run)[-1]["status"] == "completed"
+    ckpts = sorted(p.name for p in (run / "checkpoints" / "rank-0").iterdir())
+    assert ckpts == ["step-00000100.ckpt", "step-00000150.ckpt", "step-00000200.ckpt"]
+    assert [e["step"] for e in events(run) if e["type"] == "checkpoint"] == [50, 100, 150, 200]
+
+
+def test_the_clean_run_learns_with_warmup_then_cosine_and_clipping(runs):
+    got = steps(runs["clean"])
+    first = sum(value(e, "loss") for e in got[:10]) / 10
+    last = sum(value(e, "loss") for e in got[-10:]) / 10
+    assert first > 7.0 and last < first - 0.8
+    for e in got:
+        assert value(e, "lr") == pytest.approx(lr_at(e["step"] - 1, 1e-3, 200, 4), rel=1e-4)
+        assert e["tokens"] == 8 * 64 and e["overflow"] is False and value(e, "grad_norm") > 0
+    ratios = [value(e, "update_ratio") for e in got if "update_ratio" in e]
+    assert len(ratios) >= 18 and min(ratios) > 1e-5
+
+
+def test_resume_continues_the_same_loss_curve_step_by_step(runs, token_cache):
+    """200 steps straight vs 100 then --resume for 100: fp32 on CPU, tolerance 1e-5 relative."""
+    straight, half = runs["clean"], runs["half"]
+    train(half, token_cache, "--steps", "200", "--save-every", "50", "--resume")
+    a = {e["step"]: value(e, "loss") for e in steps(straight)}
+    b = {e["step"]: value(e, "loss") for e in steps(half)}
+    assert sorted(b) == list(range(1, 201))
+    for step in range(1, 201):
+        assert b[step] == pytest.approx(a[step], rel=1e-5), step
+    starts = [e for e in events(half) if e["type"] == "run_start"]
+    assert len(starts) == 2 and starts[0]["run"] == starts[1]["run"]
