@@ -118,13 +118,17 @@ class DoctorCallback(Callback):
             self._failed("train_begin", exc)
 
     def on_train_step_begin(self, run_context: Any) -> None:
-        """Mark the step's begin (the data wait ends here); emit run_start before step 1."""
+        """Mark the step's begin (the data wait ends here); run_start before step 1; checkpoints."""
         self._t_begin = time.perf_counter()
-        if self._run_start_pending and not self.disabled:
-            try:
+        if self.disabled:
+            return
+        try:
+            if self._run_start_pending:
                 self._run_start(run_context.original_args())
-            except Exception as exc:  # noqa: BLE001
-                self._failed("run_start", exc)
+            if self._ckpt_callbacks:  # a save at the last step's end is seen here, with its step
+                self._check_checkpoints()
+        except Exception as exc:  # noqa: BLE001
+            self._failed("step_begin", exc)
 
     def on_train_step_end(self, run_context: Any) -> None:
         """Emit the step event; check the stop request."""
@@ -248,8 +252,6 @@ class DoctorCallback(Callback):
             if ratio is not None:
                 event["update_ratio"] = ratio
         self._emit(event)
-        if self._ckpt_callbacks:
-            self._check_checkpoints()
         self._check_stop(run_context, step)
         self._t_prev_end = now  # the hook's own cost counts as wait before the next step
 

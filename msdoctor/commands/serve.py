@@ -191,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
                       consumers=build_consumers(args) + frontends.consumers(),
                       snapshot_interval=args.snapshot_every)
     try:
-        frontends.start(sidecar.store)
+        frontends.start(sidecar.store, lock=sidecar.lock)
     except ListenError as exc:
         print(f"msdoctor serve: {exc}", file=sys.stderr)
         return 2

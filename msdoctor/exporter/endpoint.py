@@ -69,9 +69,10 @@ class Endpoint:
         """Sidecar consumers to register: the alert feed (tails alerts.jsonl on each tick)."""
         return [self.feed]
 
-    def start(self, store: Any) -> Any:
+    def start(self, store: Any, lock: Any = None) -> Any:
         """Start the HTTP server and the deliverers over ``store``; return the server.
 
+        ``lock`` is the sidecar's lock: requests read the store under it.
         Raises :class:`msdoctor.exporter.server.ListenError` when the address is refused.
         """
         from msdoctor.api import Api, Context
@@ -81,7 +82,8 @@ class Endpoint:
         collector = StoreCollector(store, self.feed, self.deliverers)
         api = Api(Context(store, self.feed, self.deliverers, run_dir=str(self.run_dir)))
         self.server = SidecarServer(collector, api, listen=self.listen,
-                                    allow_remote=self.allow_remote, api_token=self.api_token)
+                                    allow_remote=self.allow_remote, api_token=self.api_token,
+                                    lock=lock)
         for deliverer in self.deliverers:
             deliverer.start()
         return self.server.start()

@@ -8,6 +8,7 @@ request: every response is built from the in-memory state.
 """
 from __future__ import annotations
 
+import contextlib
 import hmac
 import ipaddress
 import json
@@ -113,7 +114,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if owner.api is None:
                     self._send(404, "application/json", _json({"error": "the API is disabled"}))
                     return
-                status, body = owner.api.handle(path, url.query)
+                status, body = owner.answer(path, url.query)
                 self._send(status, "application/json", _json(body))
             elif path == "/-/healthy":
                 self._send(200, "text/plain; charset=utf-8", b"OK\n")
@@ -167,7 +168,8 @@ class SidecarServer:
     """
 
     def __init__(self, collector: StoreCollector, api: Any = None, listen: str = DEFAULT_LISTEN,
-                 allow_remote: bool = False, api_token: Optional[str] = None) -> None:
+                 allow_remote: bool = False, api_token: Optional[str] = None,
+                 lock: Optional[Any] = None) -> None:
         host, port = parse_listen(listen)
         check_listen(host, allow_remote)
         if not is_loopback(host) and not api_token:
@@ -176,6 +178,7 @@ class SidecarServer:
         self.collector = collector
         self.api = api
         self.api_token = api_token or None
+        self.lock = lock if lock is not None else contextlib.nullcontext()
         self._cache = LabelCache()
         server_class = _Server
         if ":" in host:
@@ -199,7 +202,14 @@ class SidecarServer:
 
     def metrics(self) -> bytes:
         """The ``/metrics`` body, rendered from the state now."""
-        return render(self.collector.families(), self._cache)
+        with self.lock:   # the ingest thread changes the store under the same lock
+            families = self.collector.families()
+        return render(families, self._cache)
+
+    def answer(self, path: str, query: str) -> Tuple[int, Any]:
+        """One ``/api/v1`` answer, read from the state under the sidecar's lock."""
+        with self.lock:
+            return self.api.handle(path, query)
 
     def start(self) -> "SidecarServer":
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="msdoctor-http",

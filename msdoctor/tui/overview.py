@@ -15,12 +15,6 @@ from msdoctor.tui.runheader import RunHeader
 class Overview(Vertical):
     """Run header on top; the rank table (or how to start the hooks) below."""
 
-    DEFAULT_CSS = """
-    Overview { height: 1fr; }
-    Overview #empty { display: none; padding: 1 2; color: $text-muted; }
-    Overview.-empty #empty { display: block; }
-    Overview.-empty RankTable { display: none; }
-    """
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="run-header")

@@ -15,10 +15,14 @@ from msdoctor.events import encode, make
 
 ROOT = Path(__file__).resolve().parents[3]
 
+from tests.servers import free_port  # noqa: E402
+
 
 def start_serve(run_dir: Path, *extra: str) -> subprocess.Popen:
+    listen = f"127.0.0.1:{free_port()}"   # never the default 9400, which a user's sidecar may hold
     return subprocess.Popen(
-        [sys.executable, "-m", "msdoctor", "serve", "--run-dir", str(run_dir), "--poll", "0.05",
+        [sys.executable, "-m", "msdoctor", "serve", "--run-dir", str(run_dir), "--listen", listen,
+         "--poll", "0.05",
          "--progress-every", "0.2", "--snapshot-every", "0.5", *extra],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
