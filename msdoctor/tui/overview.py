@@ -15,7 +15,6 @@ from msdoctor.tui.runheader import RunHeader
 class Overview(Vertical):
     """Run header on top; the rank table (or how to start the hooks) below."""
 
-
     def compose(self) -> ComposeResult:
         yield RunHeader(id="run-header")
         yield Static("", id="empty")

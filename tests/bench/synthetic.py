@@ -5,8 +5,9 @@ power-law loss with Gaussian noise and a slow wander (three noise levels), a
 warm-up + cosine learning rate, a decaying gradient norm, fp16 dynamic loss
 scaling with its occasional overflow, a fixed token count per step, jittered
 step times with a slow first (compile) step, checkpoint pauses, rare slow
-steps and data-wait blips, ``update_ratio`` sampled every 50 steps, host RSS
-(and device memory on "device" runs). Runs log every step or every k-th step,
+steps and data-wait blips, ``update_ratio`` sampled every 50 steps, host RSS with a
+warm-up ramp and, in half the runs, a one-off step up (and device memory on "device"
+runs). Runs log every step or every k-th step,
 on one or several ranks.
 
 An anomalous run is a healthy run with one anomaly injected at a known step
@@ -135,6 +136,9 @@ class _Model:
         self.capacity = float(rng.choice([32, 64])) * GIB
         self.dev_used = rng.uniform(0.4, 0.65) * self.capacity
         self.dev_peak = self.dev_used + rng.uniform(0.05, 0.2) * self.capacity
+        # a one-off step up of host memory in half the runs (first evaluation, buffers)
+        self.rss_jump = int(rng.integers(1000, n)) if n > 2000 and rng.random() < 0.5 else n
+        self.rss_jump_frac = rng.uniform(0.03, 0.10)
         self.grad_floor = rng.uniform(0.2, 1.0)
         self.grad_sigma = float(rng.choice([0.05, 0.1, 0.15]))
         self.scale, self.overflow = self._loss_scale()
@@ -205,6 +209,7 @@ def _rank_series(m: _Model, rank: int) -> Dict[str, np.ndarray]:
     wait += m.pause
     compute = m.step_time_shared * np.exp(rng.normal(0, m.jitter, n))
     rss = m.rss * (1 - 0.4 * np.exp(-s / rng.uniform(50, 150))) * (1 + rng.normal(0, 0.001, n))
+    rss[m.rss_jump:] *= 1 + m.rss_jump_frac
     ratio = np.full(n, np.nan)
     sampled = (np.arange(1, n + 1) % 50) == 0
     ratio[sampled] = (m.lr[sampled] * rng.uniform(2, 10)
