@@ -7,16 +7,20 @@ Python dict per event. This is what keeps the sidecar and replay fast.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import itemgetter, methodcaller
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from msdoctor.events.schema import STEP_SIGNALS
+from msdoctor.events.schema import FIELDS, STEP_SIGNALS
 
 #: Series the sidecar keeps per rank: the wire signals plus derived ones.
 DERIVED = ("tokens_per_s", "overflow", "data_wait_share")
 SIGNALS = STEP_SIGNALS + DERIVED
+
+#: ``(rows or None for all, signal names, float64 table rows x names)``
+Table = Tuple[Optional[np.ndarray], tuple, np.ndarray]
 
 
 @dataclass
@@ -63,15 +67,39 @@ def columnize(run: str, rank: int, events: List[Mapping[str, Any]]) -> StepBatch
     with one ``itemgetter`` call per event into a 2-D array. Every pass runs
     in C: this function is on the hot path of ingest and replay.
     """
+    return assemble(run, rank, *step_block(events))
+
+
+def step_block(events: List[Mapping[str, Any]]) -> Tuple[np.ndarray, np.ndarray, List[Table]]:
+    """``(steps, t, tables)`` of validated step events: the parts :func:`assemble` takes."""
     n = len(events)
     steps = np.fromiter(map(_get_step, events), dtype=np.int64, count=n)
     t = np.fromiter(map(_get_t, events), dtype=np.float64, count=n)
-    columns: Dict[str, np.ndarray] = {}
-    masks: Dict[str, np.ndarray] = {}
+    return steps, t, signal_tables(events)
+
+
+def signal_tables(events: List[Mapping[str, Any]]) -> List[Table]:
+    """``(rows, names, table)`` per group of events recording the same signals."""
+    tables = []
     for names, index in _shape_groups(events).items():
         rows = events if index is None else [events[i] for i in index]
         table = np.array(list(map(itemgetter(*names), rows)), dtype=np.float64)
-        table = table.reshape(len(rows), len(names))
+        tables.append((None if index is None else np.asarray(index, dtype=np.intp), names,
+                       table.reshape(len(rows), len(names))))
+    return tables
+
+
+def assemble(run: str, rank: int, steps: np.ndarray, t: np.ndarray,
+             tables: List[Table]) -> StepBatch:
+    """A batch from its step numbers, times and signal tables (see :func:`signal_tables`).
+
+    ``rows`` of a table are the (ascending) rows it fills, None for every row;
+    a signal missing from some rows gets a mask, derived series are added.
+    """
+    n = steps.shape[0]
+    columns: Dict[str, np.ndarray] = {}
+    masks: Dict[str, np.ndarray] = {}
+    for index, names, table in tables:
         for j, name in enumerate(names):
             if index is None:
                 columns[name] = np.ascontiguousarray(table[:, j])
@@ -145,3 +173,83 @@ def _store(columns: Dict[str, np.ndarray], masks: Dict[str, np.ndarray], name: s
     columns[name] = column
     if mask is not None and not mask.all():
         masks[name] = mask
+
+
+# -- bulk validation of raw step events (the ingest's fast path) ----------------
+_STEP_FIELDS = FIELDS["step"]
+_NUMS = frozenset(name for name, (kind, _) in _STEP_FIELDS.items() if kind == "number")
+_REQUIRED = frozenset(name for name, (_, required) in _STEP_FIELDS.items() if required)
+_INT = {int}
+_NUMBER = frozenset((int, float))
+_get_v, _get_rank, _get_type = itemgetter("v"), itemgetter("rank"), itemgetter("type")
+
+
+def _no_bools(rows: List[Mapping[str, Any]], names: tuple, values: np.ndarray) -> bool:
+    """True unless a bool hides in ``values`` (it would have become 0 or 1): checks the types
+    of the columns' 0s and 1s."""
+    suspect = (values == 0) | (values == 1)
+    for j in np.flatnonzero(suspect.any(axis=0)).tolist():
+        at = np.flatnonzero(suspect[:, j])
+        name = names[j]
+        if at.shape[0] * 4 > len(rows):
+            found = set(map(type, map(itemgetter(name), rows)))
+        else:
+            found = {type(rows[i][name]) for i in at.tolist()}
+        if not found <= _NUMBER:
+            return False
+    return True
+
+
+def wire_steps(rows: List[Mapping[str, Any]], keys: tuple, rank: int
+               ) -> Optional[Tuple[np.ndarray, np.ndarray, List[Table]]]:
+    """Validate step events with the same keys as a block and columnize them.
+
+    ``rows`` are decoded JSON objects that all have exactly the keys ``keys``
+    (in any order; a missing one raises KeyError). Returns ``(steps, t,
+    tables)`` when every known field already has its exact wire type (``v``
+    1, ``rank`` = ``rank``, ints, numbers, a bool ``overflow``, strings
+    ``type`` "step" and ``run``), i.e. what
+    :func:`msdoctor.events.schema.validate` would accept unchanged; else None,
+    and the caller validates those events one by one (so normalising and
+    error messages stay the schema's own). Numbers are type-checked by
+    numpy's own inference (a string or an object makes the table non-numeric;
+    a bool, which would pass as 0 or 1, is looked for among the 0s and 1s).
+    """
+    n = len(rows)
+    if not n or not _REQUIRED.issubset(keys):
+        return None
+    if list(map(_get_type, rows)).count("step") != n:
+        return None
+    steps = list(map(_get_step, rows))
+    versions = list(map(_get_v, rows))
+    ranks = list(map(_get_rank, rows))
+    if versions.count(1) != n or ranks.count(rank) != n:
+        return None
+    if set(map(type, chain(steps, versions, ranks))) != _INT:
+        return None
+    if "run" in keys and set(map(type, map(itemgetter("run"), rows))) != {str}:
+        return None
+    nums = tuple(k for k in keys if k in _NUMS and k != "t")
+    if "t" in keys:
+        nums = ("t",) + nums
+    try:
+        step_numbers = np.fromiter(steps, dtype=np.int64, count=n)
+        values = np.array(list(map(itemgetter(*nums), rows))) if nums else np.zeros((n, 0))
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if values.dtype.kind not in "if" or values.shape != ((n,) if len(nums) == 1 else (n, len(nums))):
+        return None
+    values = values.reshape(n, len(nums)).astype(np.float64, copy=False)
+    if not _no_bools(rows, nums, values):
+        return None
+    tables: List[Table] = []
+    first = 1 if "t" in keys else 0          # column 0 is the time when recorded
+    if len(nums) > first:
+        tables.append((None, nums[first:], values[:, first:]))
+    if "overflow" in keys:
+        flags = list(map(itemgetter("overflow"), rows))
+        if set(map(type, flags)) != {bool}:
+            return None
+        tables.append((None, ("overflow",), np.array(flags, dtype=np.float64).reshape(n, 1)))
+    t = values[:, 0].copy() if first else np.full(n, np.nan)
+    return step_numbers, t, tables

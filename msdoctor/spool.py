@@ -15,14 +15,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from msdoctor.batch import StepBatch, columnize
+import numpy as np
+
+from msdoctor.batch import StepBatch, assemble, columnize, step_block, wire_steps
 from msdoctor.events.codec import loads
 from msdoctor.events.schema import FIELDS, EventError, validate
+
+try:  # the bulk path parses with orjson directly (errors are left to the exact path)
+    from orjson import loads as _raw_loads
+except ImportError:  # pragma: no cover - exercised only without orjson
+    _raw_loads = None
 
 RANK_FILE = re.compile(r"rank-(\d+)\.jsonl\Z")
 MAX_LINE_BYTES = 1 << 20          # a longer line is skipped as an error, never buffered whole
 DEFAULT_POLL_BYTES = 8 << 20      # read budget of one poll, shared by the files with new data
 MIN_FILE_BYTES = 256 << 10        # each file with new data may read at least this much per poll
+MAX_BULK_SHAPES = 64              # more distinct key tuples in one read: decode line by line
+BULK_LINES = 2048                 # lines parsed and checked together by the bulk decoder
 
 
 @dataclass(frozen=True)
@@ -101,7 +110,11 @@ def decode_line(line: bytes) -> Dict[str, Any]:
     goes through :func:`msdoctor.events.schema.validate`, so normalising and
     error messages stay the schema's own.
     """
-    event = loads(line)
+    return check_event(loads(line))
+
+
+def check_event(event: Any) -> Dict[str, Any]:
+    """:func:`decode_line` after the JSON parse: validate (and normalise) a parsed event."""
     if type(event) is dict and event.get("v") == 1:
         kind = event.get("type")
         if type(kind) is str:
@@ -114,6 +127,21 @@ def decode_line(line: bytes) -> Dict[str, Any]:
             if ok:
                 return event
     return validate(event)
+
+
+def _groups(events: List[Dict[str, Any]], by_keys: bool = False) -> Optional[List[Any]]:
+    """Row indices of events with the same number of keys (or the same key tuple);
+    ``[None]`` when that is every row; None when there are too many kinds."""
+    n = len(events)
+    shapes = list(map(tuple, events)) if by_keys else list(map(len, events))
+    if shapes.count(shapes[0]) == n:
+        return [None]
+    unique = list(dict.fromkeys(shapes))
+    if len(unique) > MAX_BULK_SHAPES:
+        return None
+    code = {shape: i for i, shape in enumerate(unique)}
+    codes = np.fromiter(map(code.__getitem__, shapes), dtype=np.intp, count=n)
+    return [np.flatnonzero(codes == i) for i in range(len(unique))]
 
 
 class SpoolTailer:
@@ -288,11 +316,15 @@ class SpoolTailer:
 
     def _decode(self, path: str, f: _File, body: bytes, errors: List[SpoolError]) -> List[Chunk]:
         """Decode complete lines (``body`` without its final newline); count them."""
+        lines = body.split(b"\n")
+        bulk = self._decode_bulk(path, f, lines, errors)
+        if bulk is not None:
+            return bulk
         rank, limit, line_no = f.rank, self.max_line_bytes, f.lines
         chunks: List[Chunk] = []
         chunk = self._empty(path, f, errors)
         events, steps, others = chunk.events, [], chunk.others
-        for line in body.split(b"\n"):
+        for line in lines:
             line_no += 1
             if len(line) > limit:
                 chunk.errors.append(SpoolError(path, line_no, self._too_long()))
@@ -331,3 +363,109 @@ class SpoolTailer:
     def _finish(chunk: Chunk, steps: List[Dict[str, Any]]) -> None:
         if steps:
             chunk.steps = columnize(chunk.run, chunk.rank, steps)
+
+    def _decode_bulk(self, path: str, f: _File, lines: List[bytes],
+                     errors: List[SpoolError]) -> Optional[List[Chunk]]:
+        """The common case in bulk: every line a valid event of this file's rank.
+
+        Lines are parsed in one pass, grouped by key tuple, and each group of
+        step events is validated and columnized as a block (:func:`wire_steps`);
+        other events (and step groups that need normalising) are checked one
+        by one. Anything unusual (a bad line, a wrong rank, a new run starting
+        mid-read) returns None *before* any state changes, and the exact
+        line-by-line decoder does the work, with its own errors.
+        """
+        n = len(lines)
+        if _raw_loads is None or not n or max(map(len, lines)) > self.max_line_bytes:
+            return None
+        events: List[Dict[str, Any]] = []
+        is_step = np.zeros(n, dtype=bool)
+        blocks = []                          # (line rows or None, steps, t, tables)
+        single: List[int] = []               # lines checked one by one
+        for start in range(0, n, BULK_LINES):   # blocks small enough to stay in the CPU cache
+            part = self._bulk_part(lines[start:start + BULK_LINES], f.rank, start, n,
+                                   is_step, blocks, single)
+            if part is None:
+                return None
+            events.extend(part)
+        run, started = f.run or self.default_run, False
+        if single:
+            single.sort()
+            loose = []
+            for i in single:
+                try:
+                    event = check_event(events[i])
+                except EventError:
+                    return None
+                if event["rank"] != f.rank:
+                    return None
+                if event["type"] == "step":
+                    is_step[i] = True
+                    loose.append(i)
+                elif event["type"] == "run_start":
+                    new_run = event.get("run") or self.default_run
+                    if new_run != run and i > 0:     # a new run mid-read: split, line by line
+                        return None
+                    run, started = new_run, True
+            if loose:
+                blocks.append((np.asarray(loose, dtype=np.intp),
+                               *step_block([events[i] for i in loose])))
+        f.lines += n
+        if started:
+            f.run = run
+        chunk = Chunk(path, f.rank, run, events=events, errors=errors)
+        chunk.others = [events[i] for i in np.flatnonzero(~is_step).tolist()]
+        if blocks:
+            chunk.steps = self._batch(run, f.rank, is_step, blocks)
+        return [chunk]
+
+    @staticmethod
+    def _bulk_part(lines: List[bytes], rank: int, start: int, total: int, is_step: np.ndarray,
+                   blocks: list, single: List[int]) -> Optional[List[Dict[str, Any]]]:
+        """Parse lines ``start:start + len(lines)`` of a read; add their step blocks."""
+        try:
+            events = list(map(_raw_loads, lines))
+        except ValueError:
+            return None
+        if set(map(type, events)) != {dict}:
+            return None
+        groups = _groups(events)
+        if groups is None:
+            return None
+        n = len(events)
+        for index in groups:
+            rows = events if index is None else [events[i] for i in index.tolist()]
+            try:
+                block = wire_steps(rows, tuple(rows[0]), rank)
+            except KeyError:                 # same length, other keys: split by key tuple
+                more = _groups(rows, by_keys=True)
+                if more is None or more == [None]:
+                    return None
+                groups.extend(sub if index is None else index[sub] for sub in more)
+                continue
+            lines_at = (None if n == total else np.arange(start, start + n)) if index is None \
+                else index + start
+            if block is None:
+                single.extend(range(start, start + n) if index is None else lines_at.tolist())
+                continue
+            blocks.append((lines_at,) + block)
+            is_step[slice(start, start + n) if index is None else lines_at] = True
+        return events
+
+    @staticmethod
+    def _batch(run: str, rank: int, is_step: np.ndarray, blocks: list) -> StepBatch:
+        """One StepBatch from blocks of step lines (rows given as line numbers in the read)."""
+        if len(blocks) == 1 and blocks[0][0] is None:
+            _, steps, t, tables = blocks[0]
+            return assemble(run, rank, steps, t, tables)
+        where = np.cumsum(is_step) - 1           # line -> row among the step lines
+        total = int(where[-1]) + 1
+        steps = np.empty(total, dtype=np.int64)
+        t = np.empty(total)
+        tables = []
+        for lines, b_steps, b_t, b_tables in blocks:
+            rows = where[lines]
+            steps[rows], t[rows] = b_steps, b_t
+            for sub, names, table in b_tables:
+                tables.append((rows if sub is None else rows[sub], names, table))
+        return assemble(run, rank, steps, t, tables)

@@ -17,6 +17,11 @@ step's begin; ``tokens`` are this device's tokens per optimizer step:
 ``micro_batch_inputs=True`` (each cell call sees one micro-batch; MindFormers'
 accumulation cells see the whole step's batch, so the default is False).
 
+A stop request (``<run_dir>/control/stop.json``, checked with one ``os.stat`` per
+step) emits a ``stop`` event and calls ``run_context.request_stop()``; ``Model``
+honours it after the current step (in device sink mode: after the current epoch).
+A stop file older than the run is ignored (with a warning).
+
 Nothing here raises into training: every hook body is guarded, an internal
 error is counted (``errors``), warned once, and after ``max_errors`` the
 callback stops doing work.
@@ -34,7 +39,7 @@ from mindspore.train import Callback
 from trainer_hooks import env
 from trainer_hooks.emitter import Emitter
 from trainer_hooks.guard import Guard
-from trainer_hooks.outputs import config_from_params, decode_outputs, input_tokens
+from trainer_hooks.outputs import config_from_params, dataset_tokens, decode_outputs, input_tokens
 from trainer_hooks.sampler import UpdateSampler, lr_reader
 from trainer_hooks.wire import SCHEMA_VERSION, make
 
@@ -55,6 +60,9 @@ class DoctorCallback(Callback):
                  queue_size: int = 8192, heartbeat_s: float = 10.0,
                  max_errors: int = 100) -> None:
         super().__init__()
+        if not isinstance(run_dir, (str, os.PathLike)):
+            raise TypeError(f"DoctorCallback: run_dir must be a directory path (str or "
+                            f"os.PathLike), got {run_dir!r}")
         self.run_dir = os.fspath(run_dir)
         self.rank, self.world_size, self.run = rank, world_size, run
         self.user_config = dict(config or {})
@@ -86,6 +94,7 @@ class DoctorCallback(Callback):
         self._ckpt_callbacks: list = []
         self._ckpt_seen: Dict[int, str] = {}
         self._cb_params: Any = None
+        self._sink_tokens: Optional[int] = None
 
     @property
     def errors(self) -> int:
@@ -235,6 +244,10 @@ class DoctorCallback(Callback):
         if "lr" not in event and self._lr is not None:
             event["lr"] = self._lr(step)
         tokens = self.tokens_per_step or input_tokens(cb.get("train_dataset_element"))
+        if not tokens and cb.get("dataset_sink_mode"):  # device sink: inputs are not visible
+            if self._sink_tokens is None:
+                self._sink_tokens = dataset_tokens(cb.get("train_dataset")) or 0
+            tokens = self._sink_tokens
         if tokens:
             if self.micro_batch_inputs and not self.tokens_per_step:
                 tokens *= self.grad_accum

@@ -103,7 +103,7 @@ def lr_reader(optimizer: Any) -> Optional[Callable[[int], float]]:
             return None
         lr = getattr(lr, "learning_rate", lr) if type(lr).__name__ == "_ConvertToCell" else lr
     if isinstance(lr, Parameter) and lr.size == 1:
-        return lambda step: float(lr.asnumpy().reshape(-1)[0])
+        return lambda step: float(lr.item())
     inner = getattr(lr, "learning_rate", None)
     if type(lr).__name__ == "_IteratorLearningRate" and isinstance(inner, Parameter):
         rates = inner.asnumpy().astype(np.float64).reshape(-1)

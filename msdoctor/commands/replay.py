@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 HELP = "Run the alerting rules over a recorded run directory and print the alerts."
 
@@ -15,43 +16,74 @@ TABLE_FIELDS = ("alert", "severity", "run", "rank", "step", "first_step", "value
                 "cause", "fix", "runbook_url", "t", "labels", "values", "action")
 
 
+#: Replay reads about this much of each rank file per poll (~10k steps): fewer, larger
+#: batches for the engine, whose per-batch cost is per operator, not per row.
+READ_BYTES_PER_FILE = 4 << 20
+
+
+def poll_all(tailer: Any) -> Iterator[List[Any]]:
+    """The chunks of every poll of ``tailer`` (a SpoolTailer), until the spool is drained."""
+    while True:
+        chunks = tailer.poll(READ_BYTES_PER_FILE * max(1, len(tailer.scan())))
+        if not chunks:
+            return
+        yield chunks
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (with events/rank-N.jsonl)")
+    parser.add_argument("run_dir", metavar="PATH", nargs="+",   # issue 8: or log files
+                        help="a run directory (with events/rank-N.jsonl), or training logs / "
+                             "step tables (files or directories; see --format)")
     parser.add_argument("--rules", metavar="DIR", help="rule directory or file (default: rules/)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    from msdoctor.replay.cli import add_arguments as add_log_arguments   # issue 8
+    add_log_arguments(parser)
 
 
-def replay(run_dir: Path, rules_path: Optional[str] = None) -> Dict[str, Any]:
-    """Evaluate the rules over ``run_dir``'s spool; never writes into ``run_dir``."""
+def replay(run_dir: Path, rules_path: Optional[str] = None, rules: Any = None) -> Dict[str, Any]:
+    """Evaluate the rules (``rules``, else loaded from ``rules_path``) over ``run_dir``'s
+    spool; never writes into ``run_dir``."""
+    import numpy as np
+
     from msdoctor.engine.evaluator import Engine
     from msdoctor.engine.loader import default_rules_dir, load_rules
     from msdoctor.spool import SpoolTailer
 
-    rules = load_rules([rules_path or str(default_rules_dir())])
+    if rules is None:
+        rules = load_rules([rules_path or str(default_rules_dir())])
     transitions: List[Any] = []
     engine = Engine(rules, sinks=[transitions.append])
     tailer = SpoolTailer(run_dir)
     started = time.perf_counter()
     events = steps = 0
     spool_errors: List[str] = []
+    from msdoctor.replay.stats import RunStats  # issue 8
+    stats = RunStats()
     last_t = -math.inf
-    while True:
-        chunks = tailer.poll()
-        if not chunks:
-            break
-        for chunk in chunks:
-            spool_errors.extend(str(e) for e in chunk.errors)
-            events += len(chunk.events)
-            if chunk.steps is not None:
-                steps += len(chunk.steps)
-                if len(chunk.steps):
-                    t_max = float(max(chunk.steps.t.max(), last_t)) if chunk.steps.t.size else last_t
-                    last_t = t_max if not math.isnan(t_max) else last_t
-            for e in chunk.events:
-                t = e.get("t")
-                if isinstance(t, (int, float)) and t > last_t:
-                    last_t = float(t)
-            engine.on_chunk(chunk)
+    collecting = gc.isenabled()
+    gc.disable()      # no reference cycles here: collecting the many short-lived dicts is waste
+    try:
+        for chunks in poll_all(tailer):
+            for chunk in chunks:
+                stats.add(chunk.steps)              # issue 8: the run summary
+                spool_errors.extend(str(e) for e in chunk.errors)
+                events += len(chunk.events)
+                if chunk.steps is not None and len(chunk.steps):
+                    steps += len(chunk.steps)
+                    t_all = chunk.steps.t
+                    t_max = float(t_all.max())
+                    if math.isnan(t_max):           # some steps without a time
+                        t_ok = t_all[~np.isnan(t_all)]
+                        t_max = float(t_ok.max()) if t_ok.size else -math.inf
+                    last_t = max(last_t, t_max)
+                for e in chunk.others:              # the step events' times are in chunk.steps.t
+                    t = e.get("t")
+                    if isinstance(t, (int, float)) and t > last_t:
+                        last_t = float(t)
+                engine.on_chunk(chunk)
+    finally:
+        if collecting:
+            gc.enable()
     if math.isfinite(last_t):
         engine.on_tick(last_t)          # judge clock rules as of the end of the recording
     took = time.perf_counter() - started
@@ -69,12 +101,18 @@ def replay(run_dir: Path, rules_path: Optional[str] = None) -> Dict[str, Any]:
             "still_firing": [f"{a['alert']}@{a['run']}/{a['rank']}" for a in engine.firing()],
             "spool_errors": spool_errors[:50], "spool_error_count": len(spool_errors),
             "engine_errors": engine.errors, "seconds": round(took, 3),
+            "stats": stats.to_dict(),           # issue 8
         },
     }
 
 
 def run(args: argparse.Namespace) -> int:
     from msdoctor.engine.errors import RuleSetError
+    from msdoctor.replay.cli import dispatch    # issue 8: logs and tables; None for a spool
+
+    code = dispatch(args)
+    if code is not None:
+        return code
 
     run_dir = Path(args.run_dir)
     if not (run_dir / "events").is_dir():
@@ -92,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2, ensure_ascii=False))
         return 0
     _print_table(result)
+    from msdoctor.replay.cli import print_stats  # issue 8
+    print_stats(result["summary"].get("stats"))
     return 0
 
 

@@ -41,8 +41,23 @@ def sorted_windows(V: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Tuple[np.nd
         idx = lo[:, None] + offsets[None, :]
         matrix = V[np.minimum(idx, V.shape[0] - 1)]
         matrix[offsets[None, :] >= cnt[:, None]] = np.inf
-    matrix.sort(axis=1)
+    if constant(V, lo, hi) is None:         # a constant signal's rows are already sorted
+        matrix.sort(axis=1)
     return matrix, cnt
+
+
+def constant(V: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+    """The value of every point in the windows ``V[lo:hi]`` if they are all equal (and
+    non-zero: 0.0 and -0.0 are equal but not the same), else None."""
+    if lo.shape[0] == 0:
+        return None
+    seen = V[int(lo.min()):int(hi.max())]
+    if seen.shape[0] == 0:
+        return None
+    first = seen[0]
+    if first != 0 and seen.min() == first and seen.max() == first:
+        return first
+    return None
 
 
 def row_median(matrix: np.ndarray, cnt: np.ndarray) -> np.ndarray:
@@ -53,6 +68,46 @@ def row_median(matrix: np.ndarray, cnt: np.ndarray) -> np.ndarray:
         rows = np.flatnonzero(ok)
         c = cnt[ok]
         out[ok] = (matrix[rows, (c - 1) // 2] + matrix[rows, c // 2]) / 2.0
+    return out
+
+
+def row_mad(matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
+    """Median of ``|row - med|`` over each sorted row's ``cnt`` values (NaN if none).
+
+    The same value as sorting the deviations and taking their :func:`row_median`,
+    without that sort: in a sorted row the deviations fall towards the middle
+    ``p = c // 2`` and rise after it, two sorted runs (``left[j] = |row[p-1-j] - med|``,
+    ``right[j] = |row[p+j] - med|``); the k-th smallest of their merge is found by
+    a binary search on how many come from the left run, for every row at once.
+    """
+    out = np.full(cnt.shape[0], np.nan)
+    rows = np.flatnonzero(cnt > 0)
+    if rows.shape[0] == 0:
+        return out
+    width = matrix.shape[1]
+    flat = matrix.reshape(-1)
+    c = np.concatenate((cnt[rows], cnt[rows]))
+    k = np.concatenate(((c[:rows.shape[0]] - 1) // 2, c[rows.shape[0]:] // 2))
+    m = np.concatenate((med[rows], med[rows]))
+    base = np.concatenate((rows, rows)) * width
+    p = c // 2
+    lo = np.maximum(k + 1 - (c - p), 0)
+    hi = np.minimum(k + 1, p)
+    left0 = base + p - 1                      # left[j] is flat[left0 - j]
+    right0 = base + p + k                     # right[k - j] is flat[right0 - j]
+    for _ in range(int(width).bit_length()):  # lo == hi everywhere after these halvings
+        mid = (lo + hi) >> 1
+        more = (np.abs(flat.take(left0 - mid, mode="clip") - m)
+                < np.abs(flat.take(right0 - mid, mode="clip") - m))
+        more &= lo < hi                       # the k-th needs more than mid from the left
+        lo = np.where(more, mid + 1, lo)
+        hi = np.where(more | (lo >= hi), hi, mid)
+    a = lo
+    from_left = np.where(a > 0, np.abs(flat.take(left0 - a + 1, mode="clip") - m), -np.inf)
+    from_right = np.where(k - a >= 0, np.abs(flat.take(right0 - a, mode="clip") - m), -np.inf)
+    kth = np.maximum(from_left, from_right)
+    half = rows.shape[0]
+    out[rows] = (kth[:half] + kth[half:]) / 2.0
     return out
 
 
@@ -78,8 +133,12 @@ class Median(WindowNode):
         anchors, inverse = _anchored(frame.steps, s, before=False)
         hi = np.searchsorted(S, anchors, side="right")
         lo = np.searchsorted(S, anchors - n, side="right")
-        matrix, cnt = sorted_windows(V, lo, hi)
-        out = row_median(matrix, cnt)[inverse]
+        value = constant(V, lo, hi)
+        if value is None:
+            matrix, cnt = sorted_windows(V, lo, hi)
+            out = row_median(matrix, cnt)[inverse]
+        else:                               # e.g. tokens per step: no windows to gather
+            out = np.where(hi > lo, (value + value) / 2.0, np.nan)[inverse]
         keep(state, S, V, frame, n + s)
         return out, args[0][1]
 
@@ -112,12 +171,14 @@ class RobustZ(WindowNode):
             lo = np.searchsorted(S, anchors - n, side="right")
             matrix, cnt = sorted_windows(V, lo, hi)
             med = row_median(matrix, cnt)
-            dev = np.abs(matrix - med[:, None])
-            meanad = np.where(cnt > 0, np.where(np.isfinite(dev), dev, 0.0).sum(axis=1)
-                              / np.maximum(cnt, 1), np.nan)
-            dev.sort(axis=1)
-            mad = row_median(dev, cnt)
-            scale = np.where(mad > 0, MAD_SCALE * mad, MEANAD_SCALE * meanad)
+            mad = row_mad(matrix, cnt, med)
+            scale = MAD_SCALE * mad
+            flat = np.flatnonzero(~(mad > 0))       # MAD 0 (or no data): mean abs deviation
+            if flat.shape[0]:
+                dev = np.abs(matrix[flat] - med[flat, None])
+                meanad = np.where(cnt[flat] > 0, np.where(np.isfinite(dev), dev, 0.0).sum(axis=1)
+                                  / np.maximum(cnt[flat], 1), np.nan)
+                scale[flat] = MEANAD_SCALE * meanad
             enough = (cnt >= 3) & (first <= anchors - n + 1)
             m, sc = med[inverse], scale[inverse]
             diff = x - m

@@ -28,10 +28,9 @@ def detail_text(item: AlertItem, mark: str = "") -> Text:
                       (item.severity, SEVERITY_STYLE.get(item.severity, "")), "  ",
                       (item.alert, "bold"), (f"  ({mark})" if mark else "", "dim")),
         Text(where + steps, style="dim"),
-        Text(""),
     ]
-    for label, body in (("Summary", item.summary), ("Value", fmt.num(item.value, 6)),
-                        ("Cause", item.cause), ("Fix", item.fix),
+    parts[1].append(f"   value {fmt.num(item.value, 6)}")
+    for label, body in (("Summary", item.summary), ("Cause", item.cause), ("Fix", item.fix),
                         ("Runbook", item.runbook_url)):
         if not body:
             continue

@@ -183,8 +183,7 @@ class DoctorApp(App[None]):
         pane = str(event.pane.id)
         self.query_one("#filter", Input).display = bool(self.filters.get(pane))
         self.query_one("#filter", Input).value = self.filters.get(pane, "")
-        target = {"overview": RankTable, "charts": "#chart-ranks", "alerts": "#alerts-table"}[pane]
-        self.query_one(target).focus()
+        self._focus_pane(pane)
         if pane == "charts" and self.poll:
             self._next_try = 0.0
             self._tick()
@@ -225,9 +224,9 @@ class DoctorApp(App[None]):
             event.input.display = bool(event.value)
             self._focus_pane()
 
-    def _focus_pane(self) -> None:
-        target = {"overview": RankTable, "charts": "#chart-ranks", "alerts": "#alerts-table"}
-        self.query_one(target[self.pane]).focus()
+    def _focus_pane(self, pane: Optional[str] = None) -> None:
+        target = {"overview": RankTable, "charts": "#chart-loss", "alerts": "#alerts-table"}
+        self.query_one(target[pane or self.pane]).focus()
 
     def on_rank_table_selected(self, event: RankTable.Selected) -> None:
         self.chart_ranks = (event.rank,)

@@ -142,11 +142,12 @@ def _segment(a: Optional[Tuple[int, int]], b: Tuple[int, int]) -> List[Tuple[int
             y0 += sy
 
 
-class Chart(Widget):
+class Chart(Widget, can_focus=True):
     """A titled chart widget; set :attr:`plot` to redraw."""
 
     DEFAULT_CSS = """
     Chart { border: round $panel-lighten-2; height: 1fr; min-height: 4; padding: 0; }
+    Chart:focus { border: round $accent; }
     """
 
     def __init__(self, title: str, *, id: Optional[str] = None) -> None:

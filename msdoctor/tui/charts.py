@@ -83,7 +83,7 @@ class ChartsPane(Vertical):
     def compose(self) -> ComposeResult:
         with Horizontal(id="chart-bar"):
             yield Static("ranks", id="chart-label")
-            yield Input(placeholder="e.g. 0 3 5-7 (empty: the worst rank)", id="chart-ranks")
+            yield Input(placeholder="0 3 5-7 (empty: worst)", id="chart-ranks", compact=True)
             yield Static("", id="chart-note")
         with Grid(id="chart-grid"):
             for key, title, *_ in PANELS:

@@ -46,9 +46,9 @@ class AlertItem:
                 self.alert, -1 if self.rank is None else self.rank)
 
 
-@dataclass(frozen=True)
+@dataclass
 class RankRow:
-    """One rank's latest values, as a row of the rank table."""
+    """One rank's latest values, as a row of the rank table (``judge`` sets the health)."""
 
     rank: int
     status: str = "running"
@@ -131,8 +131,9 @@ def _finite(value: object) -> bool:
 
 
 def judge(rows: Sequence[RankRow], stale_after_s: float = 120.0) -> List[RankRow]:
-    """Rows with ``health`` and ``score`` set: alerts, failures and non-finite losses
-    first, then the ranks furthest from the median loss and step time."""
+    """Set ``health`` and ``score`` of every row (in place; returns them): alerts,
+    failures and non-finite losses first, then the ranks furthest from the median loss
+    and step time."""
     losses = [r.values["loss"] for r in rows if _finite(r.values.get("loss"))]
     times = [r.values["step_time_s"] for r in rows if _finite(r.values.get("step_time_s"))]
     med_loss, med_time = _median(losses), _median(times)
@@ -157,13 +158,9 @@ def judge(rows: Sequence[RankRow], stale_after_s: float = 120.0) -> List[RankRow
             score += min(9.0, abs(loss - med_loss) / max(spread or 0.0, 1e-6 * abs(med_loss), 1e-12))
         if _finite(step_time) and med_time:
             score += min(9.0, max(0.0, step_time / med_time - 1.0) * 10.0)
-        out.append(_replace(r, health=health, score=score))
+        r.health, r.score = health, score
+        out.append(r)
     return out
-
-
-def _replace(row: RankRow, **changes: object) -> RankRow:
-    from dataclasses import replace
-    return replace(row, **changes)
 
 
 def worst(rows: Sequence[RankRow]) -> Optional[RankRow]:

@@ -168,9 +168,9 @@ class RankTable(ScrollView, can_focus=True):
         top = int(self.scroll_offset.y)
         i = self.cursor
         if i < top:
-            self.scroll_to(y=i, animate=False)
+            self.scroll_to(y=i, animate=False, immediate=True)
         elif i >= top + height:
-            self.scroll_to(y=i - height + 1, animate=False)
+            self.scroll_to(y=i - height + 1, animate=False, immediate=True)
 
     def _move(self, index: int) -> None:
         if not self.rows:

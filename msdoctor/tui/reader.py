@@ -7,8 +7,9 @@ identical snapshots.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from msdoctor.tui.model import (AlertItem, ChartData, RankRow, RunSummary, Snapshot, judge,
                                 worst, _median)
@@ -17,8 +18,7 @@ from msdoctor.tui.model import (AlertItem, ChartData, RankRow, RunSummary, Snaps
 CHART_SIGNALS = ("loss", "grad_norm", "loss_scale", "tokens_per_s", "mem_device_bytes",
                  "mem_host_rss_bytes")
 SPARK_SIGNAL = "loss"
-SPARK_POINTS = 16
-SPARK_SPAN = 64                  # the sparkline covers about the last this many steps
+SPARK_POINTS = 16                # the sparkline shows about the last this many steps
 CHART_POINTS = 400
 HISTORY_LIMIT = 1000
 
@@ -59,6 +59,12 @@ def number(value: Any) -> Optional[float]:
     return None
 
 
+def _float(value: Any) -> float:
+    """A wire number as a float (NaN when it is not one)."""
+    v = number(value)
+    return math.nan if v is None else v
+
+
 def alert_item(d: Mapping[str, Any]) -> AlertItem:
     rank = d.get("rank")
     return AlertItem(
@@ -78,6 +84,7 @@ class ApiReader:
         self.get = get
         self.label = label
         self.empty_hint = empty_hint
+        self._sparks: Dict[Tuple[str, str], list] = {}   # (run, signal) -> [last step, rings]
 
     def read(self, request: Request = Request()) -> Snapshot:
         runs = self.get("/runs", {}).get("runs", [])
@@ -110,36 +117,58 @@ class ApiReader:
 
     @staticmethod
     def _resolved(history: Sequence[AlertItem], active: set) -> Tuple[AlertItem, ...]:
-        """Alerts whose latest transition ended them (newest first), not active again."""
+        """Alerts whose latest transition ended them (newest first), not active again.
+
+        Each is shown as it read while firing (its summary, value and step then), since
+        the text rendered at resolution describes the recovered value."""
         latest: Dict[Any, AlertItem] = {}
+        fired: Dict[Any, AlertItem] = {}
         for a in history:
             latest[a.key] = a
-        done = [a for k, a in latest.items() if k not in active and a.state not in ("pending",
-                                                                                    "firing")]
+            if a.state == "firing":
+                fired[a.key] = a
+        done = []
+        for key, a in latest.items():
+            if key in active or a.state in ("pending", "firing"):
+                continue
+            shown = fired.get(key, a)
+            done.append(replace(shown, state="resolved", t=a.t))
         return tuple(sorted(done, key=lambda a: -(a.t or 0.0)))
 
     def _spark(self, run: str, signal: str, ranks: Sequence[Mapping[str, Any]]) -> Dict[int, tuple]:
+        """The last ``SPARK_POINTS`` values of ``signal`` per rank, fetched incrementally:
+        after the first read only the steps since the previous refresh are asked for."""
         steps = [r["last_step"] for r in ranks if isinstance(r.get("last_step"), int)]
         if not steps:
             return {}
-        since = max(steps) - SPARK_SPAN + 1
-        try:
-            body = self.get(f"/runs/{run}/series", {"signal": signal, "since": since,
-                                                     "max_points": 2 * SPARK_POINTS})
-        except NotFoundError:
-            return {}
-        out = {}
-        for rank, series in body.get("ranks", {}).items():
-            values = [number(v) for v in series.get("values", [])][-SPARK_POINTS:]
-            out[int(rank)] = tuple(math.nan if v is None else v for v in values)
-        return out
+        newest = max(steps)
+        key = (run, signal)
+        cache = self._sparks.get(key)
+        if cache is None or newest < cache[0]:           # first read, or the run went back
+            cache = self._sparks[key] = [newest - SPARK_POINTS, {}]
+        since = cache[0] + 1
+        rings: Dict[int, Deque[float]] = cache[1]
+        if since <= newest:
+            try:
+                body = self.get(f"/runs/{run}/series", {"signal": signal, "since": since,
+                                                         "max_points": SPARK_POINTS})
+            except NotFoundError:
+                body = {}
+            for rank, series in body.get("ranks", {}).items():
+                ring = rings.get(int(rank))
+                if ring is None:
+                    ring = rings[int(rank)] = deque(maxlen=SPARK_POINTS)
+                ring.extend(v if type(v) is float else _float(v)
+                            for v in series.get("values", ()))
+            cache[0] = newest
+        return {rank: tuple(ring) for rank, ring in rings.items()}
 
     @staticmethod
     def _row(view: Mapping[str, Any], active: Sequence[AlertItem], spark: tuple) -> RankRow:
         rank = int(view["rank"])
         mine = [a for a in active if a.rank == rank]
-        values = {k: v for k, v in ((k, number(x)) for k, x in view.get("latest", {}).items())
-                  if v is not None}
+        values = {k: x if type(x) is float else _float(x)
+                  for k, x in view.get("latest", {}).items()}
         return RankRow(
             rank=rank, status=str(view.get("status") or "running"), last_step=view.get("last_step"),
             age_s=number(view.get("age_s")), values=values,

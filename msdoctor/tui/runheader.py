@@ -28,12 +28,12 @@ def header_text(run: Optional[RunSummary], source: str, stale: bool = False) -> 
     elapsed = ("~" if run.elapsed_estimated else "") + fmt.seconds(run.elapsed_s)
     second = Text.assemble(
         ("elapsed ", "dim"), elapsed,
-        ("  tokens/s ", "dim"), (fmt.rate(run.tokens_per_s), "bold"),
+        ("  tok/s ", "dim"), (fmt.rate(run.tokens_per_s), "bold"),
         ("  ETA ", "dim"), fmt.seconds(run.eta_s) if run.eta_s is not None else "-",
-        ("  alerts ", "dim"),
+        ("  ", ""),
         (f"{run.firing} firing", "bold white on red" if run.firing else "green"),
         *(((" ", ""), (f"{run.pending} pending", "yellow")) if run.pending else ()),
-        *((("  worst ", "dim"), (f"rank {run.worst_rank}", "bold"), (" (w)", "dim"))
+        *((("  worst ", "dim"), (f"rank {run.worst_rank}", "bold"), ("(w)", "dim"))
           if run.worst_rank is not None else ()),
         *((("  ", ""), ("stale", "bold magenta")) if stale else ()))
     return Text("\n").join([first, second])

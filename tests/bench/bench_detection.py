@@ -39,13 +39,14 @@ for path in (HERE, ROOT):
 
 from msdoctor.batch import StepBatch                      # noqa: E402
 from msdoctor.engine import Engine, load_rules            # noqa: E402
-from synthetic import (ANOMALIES, SPARSE, T0_WALL, Run, anomaly_specs, clean_specs,  # noqa: E402
-                       generate)
+from synthetic import (ANOMALIES, SPARSE, Run, anomaly_specs, clean_specs, generate,  # noqa: E402
+                       run_start)
 
 RULES_DIR = os.path.join(ROOT, "rules")
-#: Seed sets: thresholds were tuned on TUNE; TEST is held out (the test asserts on it).
-TUNE = {"clean": (101, 102), "anomaly": 201}
-TEST = {"clean": (301, 302), "anomaly": 401}
+#: Seed sets: thresholds were tuned on TUNE; TEST was held out until the rules were final
+#: (tests/msdoctor/test_detection_quality.py asserts the targets on it).
+TUNE = {"clean": (101, 102, 301, 302), "anomaly": (201, 401)}
+TEST = {"clean": (501, 502), "anomaly": (601,)}
 TICK_S = 30.0
 SLAB = 256              # step numbers per engine call and rank when ranks interleave
 SOLO_SLAB = 8192        # a single-rank run has no cross-rank functions to interleave for
@@ -111,24 +112,19 @@ def replay(run: Run, engine: Engine) -> Outcome:
     started = time.perf_counter()
     rid = run.run_id
     for rank in run.ranks:
-        engine.process(rid, rank, [{"v": 1, "type": "run_start", "rank": rank, "run": rid,
-                                    "t": T0_WALL, "world_size": run.spec.world_size,
-                                    "config": run.config, "expect": run.expect}])
-    # ranks interleaved by step number, a slab at a time, as a live sidecar sees them
-    last_step = max(int(c["step"][-1]) for c in run.ranks.values())
-    cursor = {rank: 0 for rank in run.ranks}
-    slab = SLAB if len(run.ranks) > 1 else SOLO_SLAB
-    for edge in range(slab, last_step + slab, slab):
-        now = -math.inf
+        engine.process(rid, rank, [run_start(run, rank)])
+    # ranks interleaved a slab of step numbers at a time, as a live sidecar sees them (all
+    # ranks log the same steps, so a slab is the same rows on every rank)
+    rows = len(run.ranks[0]["step"])
+    slab = max(1, (SLAB if len(run.ranks) > 1 else SOLO_SLAB) // run.spec.log_every)
+    edges = sorted({*range(0, rows, slab), *(row for row, _ in run.restarts), rows})
+    restarts = dict(run.restarts)
+    for lo, hi in zip(edges[:-1], edges[1:]):
         for rank, cols in run.ranks.items():
-            lo = cursor[rank]
-            hi = int(np.searchsorted(cols["step"], edge, side="right"))
-            if hi > lo:
-                engine.process(rid, rank, (), batch_of(run, rank, lo, hi))
-                cursor[rank] = hi
-                now = max(now, float(cols["t"][hi - 1]))
-        if now > -math.inf:
-            engine.on_tick(now)
+            if lo in restarts:                           # the process was restarted
+                engine.process(rid, rank, [run_start(run, rank, restarts[lo])])
+            engine.process(rid, rank, (), batch_of(run, rank, lo, hi))
+        engine.on_tick(max(float(cols["t"][hi - 1]) for cols in run.ranks.values()))
     last_t = max(float(c["t"][-1]) for c in run.ranks.values())
     beats = run.heartbeats[0]
     for now in beats[beats > last_t]:                 # the process is alive, no more steps
@@ -148,7 +144,8 @@ def run_suite(seeds: Dict, per_type: int, rules_dir: str = RULES_DIR,
     """Generate and replay a seed set; returns clean and anomaly outcomes."""
     rules = load_rules([rules_dir])
     clean_runs = [generate(spec) for seed in seeds["clean"] for spec in clean_specs(seed)]
-    anomaly_runs = [generate(spec) for spec in anomaly_specs(seeds["anomaly"], per_type, types)]
+    anomaly_runs = [generate(spec) for seed in seeds["anomaly"]
+                    for spec in anomaly_specs(seed, per_type, types)]
     clean = [replay(run, Engine(rules)) for run in clean_runs]
     anomalous = [replay(run, Engine(rules)) for run in anomaly_runs]
     return {"clean": clean, "anomaly": anomalous, "rules": [r.alert for r in rules]}
@@ -235,9 +232,10 @@ def format_table(scored: Dict, title: str) -> str:
     lines.append(f"before-injection steps of anomalous runs: {scored['pre_injection_steps']}, "
                  f"false alerts there: {scored['pre_injection_false_per_10k']:.3f} per 10k")
     rate = scored["events"] / max(1e-9, scored["engine_seconds"])
-    lines.append(f"engine: {scored['events']} step events in {scored['engine_seconds']:.1f} s "
-                 f"= {rate:,.0f} events/s (all 17 rules, ticks and batching included); "
-                 f"clean part {scored['clean_seconds']:.1f} s")
+    lines.append(f"replay: {scored['events']} step events in {scored['engine_seconds']:.1f} s "
+                 f"= {rate:,.0f} events/s (all shipped rules; multi-rank runs fed in 256-step "
+                 f"slabs with a clock tick each; see bench_engine for the engine's own rate); "
+                 f"healthy part {scored['clean_seconds']:.1f} s")
     for alert, row in scored["rows"].items():
         if row["missed"]:
             lines.append(f"  missed {alert}: {', '.join(row['missed'][:5])}")
@@ -264,7 +262,8 @@ def failures(scored: Dict) -> List[str]:
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--per-type", type=int, default=20, help="anomalous runs per alert")
+    parser.add_argument("--per-type", type=int, default=20,
+                        help="anomalous runs per alert and anomaly seed")
     parser.add_argument("--seeds", choices=("tune", "test", "both"), default="both")
     parser.add_argument("--rules", default=RULES_DIR, help="rules directory")
     args = parser.parse_args(argv)

@@ -1,27 +1,35 @@
 """Benchmark the rule engine: step events/s through decode + columnize + evaluate, ALL rules.
 
-Generates realistic step lines in memory (every signal, ~440 bytes each, noisy
-LLM-like loss, sampled update_ratio, an occasional overflow), then measures in
-the same process:
-  - bare ``orjson.loads`` of the same lines (the floor set by JSON parsing),
-  - the ingest's decode (``msdoctor.spool.decode_line``: orjson + schema check),
-  - ``columnize`` alone and the engine alone (``Engine.process`` on ready batches),
-  - the whole path: decode -> columnize -> evaluate, in 8192-line batches per rank,
-    ranks interleaved as the sidecar reads them,
+Generates realistic step lines (every signal, ~400 bytes each, noisy LLM-like
+loss, sampled update_ratio, an occasional overflow), writes them as a spool,
+then measures in the same process, on the same lines:
+  - bare ``orjson.loads`` of every line (the floor set by JSON parsing),
+  - the ingest's per-line decode (``msdoctor.spool.decode_line``) for reference,
+  - the ingest: ``SpoolTailer.poll`` (read + bulk decode + columnize), as replay polls,
+  - the engine alone (``Engine.on_chunk`` on the ready chunks),
+  - the whole replay path: poll -> decode -> columnize -> evaluate, ranks interleaved
+    as the tailer reads them; the headline figure, printed next to bare orjson,
 and the engine's peak traced memory for 100k vs 1M steps (it must not grow).
+Each figure is the median CPU time (``time.process_time``: the targets are per core) of
+``--repeat`` runs; the load average is printed, since other work on the machine
+(sharing its cores and caches) makes single runs noisy.
 
     .venv/bin/python tests/bench/bench_engine.py [--ranks 1 --steps 200000] [--quick]
+        [--repeat 3] [--rules DIR]
 """
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import random
+import statistics
 import sys
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -29,11 +37,12 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import orjson  # noqa: E402
 
-from msdoctor.batch import StepBatch, columnize  # noqa: E402
+from msdoctor.batch import StepBatch  # noqa: E402
+from msdoctor.commands.replay import poll_all, replay  # noqa: E402
 from msdoctor.engine.evaluator import Engine  # noqa: E402
 from msdoctor.engine.loader import default_rules_dir, load_rules, rule_files  # noqa: E402
 from msdoctor.events import encode, make  # noqa: E402
-from msdoctor.spool import decode_line  # noqa: E402
+from msdoctor.spool import SpoolTailer, decode_line  # noqa: E402
 
 BATCH = 8192
 FALLBACK = """
@@ -53,11 +62,11 @@ groups:
 """
 
 
-def rules():
-    shipped = default_rules_dir()
+def rules(rules_dir: Optional[str] = None):
+    shipped = Path(rules_dir) if rules_dir else default_rules_dir()
     if rule_files([shipped]) if shipped.is_dir() else []:
         ruleset = load_rules([shipped])
-        return ruleset, f"{len(ruleset)} shipped rules from {shipped}"
+        return ruleset, f"{len(ruleset)} rules from {shipped}"
     path = Path("/tmp/msdoctor-bench-rules.yaml")
     path.write_text(FALLBACK)
     ruleset = load_rules([path])
@@ -91,62 +100,91 @@ def rate(n: int, seconds: float) -> str:
     return f"{n / seconds / 1e3:8.1f}k events/s"
 
 
-def throughput(ranks: int, steps: int) -> None:
-    ruleset, source = rules()
+def median_time(fn, repeat: int) -> float:
+    """Median CPU seconds of ``fn`` (one core; wall time on a shared machine is noise)."""
+    times = []
+    for _ in range(repeat):
+        t0 = time.process_time()
+        fn()
+        times.append(time.process_time() - t0)
+    return statistics.median(times)
+
+
+def load_average() -> str:
+    try:
+        return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "load average unknown"
+
+
+def write_spool(run_dir: Path, data) -> None:
+    events = run_dir / "events"
+    events.mkdir(parents=True)
+    for r, lines in data.items():
+        (events / f"rank-{r}.jsonl").write_bytes(b"".join(lines))
+
+
+def throughput(ranks: int, steps: int, repeat: int, rules_dir: Optional[str]) -> None:
+    ruleset, source = rules(rules_dir)
     print(f"rules: {source}")
     data = {r: lines_for(r, steps, 0) for r in range(ranks)}
-    n_lines = sum(len(v) for v in data.values())
+    lines = [line for v in data.values() for line in v]
     n_steps = ranks * steps
-    size = sum(len(l) for v in data.values() for l in v) / n_lines
-    print(f"input: {ranks} rank(s) x {steps} steps = {n_steps} step lines, mean {size:.0f} B/line")
+    size = sum(map(len, lines)) / len(lines)
+    print(f"input: {ranks} rank(s) x {steps} steps = {n_steps} step lines, mean {size:.0f} B/line; "
+          f"median of {repeat}; {load_average()} at the start")
+    with tempfile.TemporaryDirectory(prefix="msdoctor-bench-engine-") as tmp:
+        run_dir = Path(tmp) / "bench"
+        write_spool(run_dir, data)
+        del data
 
-    t0 = time.perf_counter()
-    for v in data.values():
-        for line in v:
-            orjson.loads(line)
-    bare = time.perf_counter() - t0
+        def bare():
+            for line in lines:
+                orjson.loads(line)
 
-    t0 = time.perf_counter()
-    decoded = {r: [decode_line(line) for line in v] for r, v in data.items()}
-    dec = time.perf_counter() - t0
+        def per_line():
+            for line in lines:
+                decode_line(line)
 
-    t0 = time.perf_counter()
-    batches = {r: [columnize("bench", r, [e for e in v[k:k + BATCH] if e["type"] == "step"])
-                   for k in range(1, len(v), BATCH)] for r, v in decoded.items()}
-    col = time.perf_counter() - t0
-    starts = {r: v[0] for r, v in decoded.items()}
-    del decoded
+        def ingest():
+            out = []
+            tailer = SpoolTailer(run_dir)
+            for chunks in poll_all(tailer):
+                out.extend(chunks)
+            return out
 
-    engine = Engine(ruleset)
-    for r, e in starts.items():
-        engine.process("bench", r, [e], None)
-    t0 = time.perf_counter()
-    for k in range(max(len(b) for b in batches.values())):
-        for r, b in batches.items():
-            if k < len(b):
-                engine.process("bench", r, (), b[k])
-    ev = time.perf_counter() - t0
-    del batches
+        chunks = ingest()
+        batches = [len(c.steps) for c in chunks if c.steps is not None]
 
-    engine = Engine(ruleset)
-    t0 = time.perf_counter()
-    for r, v in data.items():
-        engine.process("bench", r, [decode_line(v[0])], None)
-    for k in range(1, max(len(v) for v in data.values()), BATCH):
-        for r, v in data.items():
-            events = [decode_line(line) for line in v[k:k + BATCH]]
-            if events:
-                engine.process("bench", r, (), columnize("bench", r, events))
-    whole = time.perf_counter() - t0
+        def evaluate():
+            engine = Engine(ruleset)
+            for chunk in chunks:
+                engine.on_chunk(chunk)
 
-    print(f"bare orjson.loads             {rate(n_lines, bare)}")
-    print(f"ingest decode (decode_line)   {rate(n_lines, dec)}")
-    print(f"columnize                     {rate(n_steps, col)}")
-    print(f"engine evaluate ({len(ruleset):2d} rules)    {rate(n_steps, ev)}")
-    print(f"decode+columnize+evaluate     {rate(n_steps, whole)}   "
-          f"(= {n_lines / bare / (n_steps / whole):.2f}x slower than bare orjson)")
-    print(f"engine alerts raised: {engine.transitions} transitions "
-          f"({', '.join(sorted({a['alert'] for a in engine.active()})) or 'none active at the end'})")
+        result = {}
+
+        def whole():
+            result.update(replay(run_dir, rules=ruleset))
+
+        t_bare = median_time(bare, repeat)
+        t_line = median_time(per_line, repeat)
+        t_ingest = median_time(ingest, repeat)
+        t_eval = median_time(evaluate, repeat)
+        del chunks
+        t_whole = median_time(whole, repeat)
+    n_lines = len(lines)
+    s = result["summary"]
+    assert s["steps"] == n_steps, (s["steps"], n_steps)
+    print(f"bare orjson.loads                       {rate(n_lines, t_bare)}")
+    print(f"per-line decode (decode_line)           {rate(n_lines, t_line)}")
+    print(f"ingest: tail + decode + columnize       {rate(n_steps, t_ingest)}   "
+          f"(batches of ~{int(statistics.median(batches))} steps)")
+    print(f"engine evaluate ({len(ruleset):2d} rules)              {rate(n_steps, t_eval)}")
+    print(f"replay: decode+columnize+evaluate       {rate(n_steps, t_whole)}   "
+          f"vs bare orjson {rate(n_lines, t_bare)} in this run "
+          f"(= {t_whole / t_bare * n_lines / n_steps:.2f}x its time)")
+    print(f"alerts: {s['transitions']} transitions, firing {s['by_alert'] or 'none'}; "
+          f"{load_average()} at the end")
 
 
 def synthetic_batches(steps: int, seed: int = 1):
@@ -167,8 +205,8 @@ def synthetic_batches(steps: int, seed: int = 1):
         yield StepBatch("mem", 0, s, 1.7e9 + s * 0.5, cols, {})
 
 
-def memory(steps_list) -> None:
-    ruleset, _ = rules()
+def memory(steps_list, rules_dir: Optional[str]) -> None:
+    ruleset, _ = rules(rules_dir)
     for steps in steps_list:
         engine = Engine(ruleset)
         tracemalloc.start()
@@ -188,18 +226,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ranks", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--repeat", type=int, default=3, help="runs per figure (median)")
+    parser.add_argument("--rules", metavar="DIR", default=None, help="rule directory (default rules/)")
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory figures")
     args = parser.parse_args()
     if args.quick:
-        throughput(args.ranks or 2, args.steps or 20_000)
-        memory([20_000, 100_000])
+        throughput(args.ranks or 2, args.steps or 20_000, 1, args.rules)
+        memory([20_000, 100_000], args.rules)
         return 0
     if args.ranks or args.steps:
-        throughput(args.ranks or 1, args.steps or 200_000)
+        throughput(args.ranks or 1, args.steps or 200_000, args.repeat, args.rules)
     else:
-        throughput(1, 200_000)
-        throughput(8, 50_000)
-    memory([100_000, 1_000_000])
+        throughput(1, 200_000, args.repeat, args.rules)
+        throughput(8, 50_000, args.repeat, args.rules)
+    if not args.no_memory:
+        memory([100_000, 1_000_000], args.rules)
     return 0
 
 

@@ -1,24 +1,29 @@
 """A labelled generator of synthetic LLM training runs, for measuring detection quality.
 
-A healthy run looks like LLM pretraining seen through the msdoctor hooks: a
-power-law loss with Gaussian noise and a slow wander (three noise levels), a
-warm-up + cosine learning rate, a decaying gradient norm, fp16 dynamic loss
-scaling with its occasional overflow, a fixed token count per step, jittered
-step times with a slow first (compile) step, checkpoint pauses, rare slow
-steps and data-wait blips, ``update_ratio`` sampled every 50 steps, host RSS with a
-warm-up ramp and, in half the runs, a one-off step up (and device memory on "device"
-runs). Runs log every step or every k-th step,
-on one or several ranks.
+A healthy run looks like LLM pretraining seen through the msdoctor hooks:
+
+- loss: a power law with warm-up-era fall from ~ln(vocab), Gaussian noise at three levels
+  (0.5 %, 1.5 %, 3.5 % of the loss), a slow AR(1) wander and rare harder batches;
+- learning rate: linear warm-up over 1-2 % of the steps, then cosine to 10 %;
+- gradient norm: decaying to a floor, log-normal jitter; ``inf`` on fp16 overflow steps;
+- fp16 dynamic loss scale (start 2^16, x2 per clean window, /2 on overflow) or a fixed one;
+- tokens per step fixed (static shapes), ``micro_steps`` when accumulating;
+- step time: jitter, a slow first (compile) step, checkpoint and evaluation pauses, rare
+  slow steps, data-wait blips, short slow-shard stretches and short per-rank slowdowns;
+- ``update_ratio`` sampled every 50 steps; host RSS with a warm-up ramp and, in half the
+  runs, a one-off step up; device memory on "device" runs;
+- logging every step or every k-th step, one or several ranks sharing the wall clock, and
+  in some runs a crash and resume from the last checkpoint (the step goes back).
 
 An anomalous run is a healthy run with one anomaly injected at a known step
-(:data:`ANOMALIES` maps each to the alert that must catch it). Everything is
+(``anomalies.py``; :data:`ANOMALIES` lists the alert that must catch each). Everything is
 drawn from ``numpy.random.default_rng(seed)``: the same spec gives the same run.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -79,6 +84,7 @@ class Run:
     heartbeats: Dict[int, np.ndarray]         # rank -> wall times of heartbeat events
     end_t: Optional[float]                    # run_end time; None while "still running" (hung)
     label: Optional[Label] = None
+    restarts: List[Tuple[int, float]] = field(default_factory=list)  # (first row, run_start t)
 
     @property
     def n_step_events(self) -> int:
@@ -111,18 +117,11 @@ class _Model:
         self.spec = spec
         self.rng = rng = np.random.default_rng(spec.seed)
         n = spec.steps
-        self.s = s = np.arange(1, n + 1, dtype=np.float64)
-        # loss: a + b (s + s0)^-c, starting near ln(vocab)
         a, c, s0 = rng.uniform(1.6, 2.3), rng.uniform(0.28, 0.42), rng.uniform(20, 60)
         b = (rng.uniform(10.0, 11.5) - a) * s0 ** c
-        self.curve = a + b * (s + s0) ** -c
-        # learning rate: linear warm-up over 1-2 %, cosine to 10 %
         self.total = int(n * rng.uniform(1.0, 1.3))
         warm = max(10, int(self.total * rng.uniform(0.01, 0.02)))
         peak = float(rng.choice([1e-4, 3e-4, 6e-4]))
-        progress = np.clip((s - warm) / max(1, self.total - warm), 0, 1)
-        self.lr = np.where(s <= warm, peak * s / warm,
-                           peak * (0.1 + 0.45 * (1 + np.cos(math.pi * progress))))
         # tokens and step time
         self.seq = int(rng.choice([2048, 4096]))
         self.micro_batch = int(rng.choice([1, 2]))
@@ -141,18 +140,36 @@ class _Model:
         self.rss_jump_frac = rng.uniform(0.03, 0.10)
         self.grad_floor = rng.uniform(0.2, 1.0)
         self.grad_sigma = float(rng.choice([0.05, 0.1, 0.15]))
+        # rows: one per executed step; a resumed run re-runs the steps after its last checkpoint
+        self.resume_row = self.resume_from = None
+        steps = np.arange(1, n + 1)
+        if spec.extra.get("resume_at"):
+            crash = int(spec.extra["resume_at"])
+            self.resume_from = crash - crash % self.ckpt_every          # last checkpoint
+            self.resume_row = crash
+            steps = np.concatenate((np.arange(1, crash + 1), np.arange(self.resume_from + 1, n + 1)))
+        self.n = steps.size
+        self.s = s = steps.astype(np.float64)                  # the step number of each row
+        self.since_start = np.arange(self.n, dtype=np.float64) + 1   # rows since the process began
+        if self.resume_row is not None:
+            self.since_start[self.resume_row:] -= self.resume_row
+        # loss: a + b (s + s0)^-c, starting near ln(vocab); lr: warm-up 1-2 %, cosine to 10 %
+        self.curve = a + b * (s + s0) ** -c
+        progress = np.clip((s - warm) / max(1, self.total - warm), 0, 1)
+        self.lr = np.where(s <= warm, peak * s / warm,
+                           peak * (0.1 + 0.45 * (1 + np.cos(math.pi * progress))))
         self.scale, self.overflow = self._loss_scale()
         self.step_time_shared = self._shared_step_time()
         self.pause = self._checkpoint_pause()
 
     def wander(self, sigma: float, phi: float = 0.995) -> np.ndarray:
         """A slow AR(1) wander with stationary standard deviation ``sigma``."""
-        shocks = self.rng.normal(0.0, sigma * math.sqrt(1 - phi * phi), self.spec.steps)
+        shocks = self.rng.normal(0.0, sigma * math.sqrt(1 - phi * phi), self.n)
         return ar1(shocks, phi, self.rng.normal(0.0, sigma))
 
     def _loss_scale(self):
         """fp16 dynamic loss scaling: start 2^16, x2 after a clean window, /2 on overflow."""
-        spec, rng, n = self.spec, self.rng, self.spec.steps
+        spec, rng, n = self.spec, self.rng, self.n
         scale = np.ones(n)
         overflow = np.zeros(n)
         if spec.precision != "fp16":
@@ -177,25 +194,28 @@ class _Model:
 
     def _shared_step_time(self) -> np.ndarray:
         """Compute time common to all ranks (synchronous steps): compile, rare slow steps."""
-        rng, n = self.rng, self.spec.steps
+        rng, n = self.rng, self.n
         t = np.full(n, self.base_time)
-        t[0] += rng.uniform(30, 180)                                   # graph compile
+        t[self.since_start == 1] += rng.uniform(30, 180)              # graph compile
         slow = rng.random(n) < 2e-3                                    # GC, host hiccups
         t[slow] *= rng.uniform(1.5, 3.0, int(slow.sum()))
         return t
 
     def _checkpoint_pause(self) -> np.ndarray:
-        """Seconds saving a checkpoint before a step; it lands in that step's data wait
-        on every rank (the next collective synchronises them)."""
-        pause = np.zeros(self.spec.steps)
-        idx = np.arange(self.ckpt_every, self.spec.steps, self.ckpt_every)
+        """Seconds saving a checkpoint (5-60 s) or evaluating (30-300 s, every 5000 steps)
+        before a step; it lands in that step's data wait on every rank (the next collective
+        synchronises them)."""
+        pause = np.zeros(self.n)
+        idx = np.flatnonzero(self.s % self.ckpt_every == 1)[1:]   # the step after a save
         pause[idx] = self.rng.uniform(5, 60, idx.size)
+        idx = np.flatnonzero(self.s % 5000 == 1)[1:]
+        pause[idx] += self.rng.uniform(30, 300, idx.size)
         return pause
 
 
 def _rank_series(m: _Model, rank: int) -> Dict[str, np.ndarray]:
     """Full-resolution healthy series of one rank (index i is step i + 1)."""
-    spec, rng, n, s = m.spec, m.rng, m.spec.steps, m.s
+    spec, rng, n, s = m.spec, m.rng, m.n, m.s
     noise = spec.noise
     loss = m.curve * (1 + rng.normal(0, noise, n) + m.wander(noise / 3))
     bumps = rng.random(n) < 1e-3                                       # harder batches
@@ -206,12 +226,17 @@ def _rank_series(m: _Model, rank: int) -> Dict[str, np.ndarray]:
     wait = m.base_time * rng.uniform(0.005, 0.03) * np.exp(rng.normal(0, 0.3, n))
     blips = rng.random(n) < 2e-3
     wait[blips] += m.base_time * rng.uniform(0.5, 2.0, int(blips.sum()))
+    for start in np.flatnonzero(rng.random(n) < 2e-4):      # a slow shard: 20-40 starved steps
+        wait[start:start + int(rng.integers(20, 40))] += m.base_time * rng.uniform(0.3, 1.0)
     wait += m.pause
     compute = m.step_time_shared * np.exp(rng.normal(0, m.jitter, n))
-    rss = m.rss * (1 - 0.4 * np.exp(-s / rng.uniform(50, 150))) * (1 + rng.normal(0, 0.001, n))
+    for start in np.flatnonzero(rng.random(n) < 2e-4):      # this rank slow for 10-30 steps
+        compute[start:start + int(rng.integers(10, 30))] *= rng.uniform(1.3, 2.0)
+    rss = (m.rss * (1 - 0.4 * np.exp(-m.since_start / rng.uniform(50, 150)))
+           * (1 + rng.normal(0, 0.001, n)))
     rss[m.rss_jump:] *= 1 + m.rss_jump_frac
     ratio = np.full(n, np.nan)
-    sampled = (np.arange(1, n + 1) % 50) == 0
+    sampled = (s % 50) == 0
     ratio[sampled] = (m.lr[sampled] * rng.uniform(2, 10)
                       * np.exp(rng.normal(0, 0.2, int(sampled.sum()))))
     cols = {
@@ -267,16 +292,21 @@ def generate(spec: Spec) -> Run:
 
 def _assemble(m: _Model, full: Dict[int, Dict[str, np.ndarray]], hang_at: Optional[int]) -> Run:
     spec = m.spec
-    n = hang_at if hang_at is not None else spec.steps
-    keep = (np.arange(1, n + 1) % spec.log_every) == 0
+    n = hang_at if hang_at is not None else m.n
+    keep = (m.s[:n] % spec.log_every) == 0
     ranks, heartbeats, last_t = {}, {}, 0.0
     # Ranks of a synchronous job share the wall clock: a step ends when the slowest rank's
     # does. ``step_time_s`` stays the rank's own time (how a straggler shows, see the runbook).
     slowest = np.max([cols["step_time_s"][:n] for cols in full.values()], axis=0)
+    if m.resume_row is not None:                         # crash, restart, reload the checkpoint
+        slowest[m.resume_row] += m.rng.uniform(120, 600)
     shared = T0_WALL + np.cumsum(slowest)
+    restarts = []
+    if m.resume_row is not None:
+        restarts.append((int(keep[:m.resume_row].sum()), float(shared[m.resume_row - 1]) + 1.0))
     for rank, cols in full.items():
         t = shared + m.rng.uniform(0.0, 0.05, n)          # callback / clock jitter per rank
-        out = {"step": np.arange(1, n + 1, dtype=np.int64)[keep], "t": t[keep]}
+        out = {"step": m.s[:n].astype(np.int64)[keep], "t": t[keep]}
         for name, values in cols.items():
             out[name] = values[:n][keep]
         ranks[rank] = out
@@ -288,7 +318,7 @@ def _assemble(m: _Model, full: Dict[int, Dict[str, np.ndarray]], hang_at: Option
     expect = {}
     if spec.expect:
         expect["tokens_per_s_per_device"] = float(m.tps * m.rng.uniform(0.9, 1.1))
-    return Run(spec, spec.name, _config(m), expect, ranks, heartbeats, end_t)
+    return Run(spec, spec.name, _config(m), expect, ranks, heartbeats, end_t, restarts=restarts)
 
 
 def step_events(run: Run, rank: int) -> Iterator[Dict[str, Any]]:
@@ -311,11 +341,17 @@ def step_events(run: Run, rank: int) -> Iterator[Dict[str, Any]]:
         yield event
 
 
+def run_start(run: Run, rank: int, t: float = T0_WALL) -> Dict[str, Any]:
+    """The run_start event a (re)started training process of ``rank`` writes."""
+    return {"v": 1, "type": "run_start", "rank": rank, "run": run.run_id, "t": t,
+            "world_size": run.spec.world_size, "config": run.config, "expect": run.expect}
+
+
 def events(run: Run, rank: int) -> List[Dict[str, Any]]:
     """All events of one rank in time order: run_start, steps, heartbeats, run_end."""
-    start = {"v": 1, "type": "run_start", "rank": rank, "run": run.run_id, "t": T0_WALL,
-             "world_size": run.spec.world_size, "config": run.config, "expect": run.expect}
+    start = run_start(run, rank)
     timeline = [(float(e["t"]), 1, e) for e in step_events(run, rank)]
+    timeline += [(t, 0, run_start(run, rank, t)) for _, t in run.restarts]
     timeline += [(float(t), 0, {"v": 1, "type": "heartbeat", "rank": rank, "run": run.run_id,
                                 "t": float(t)}) for t in run.heartbeats[rank]]
     timeline.sort(key=lambda item: (item[0], item[1]))
@@ -341,17 +377,18 @@ FP16_ONLY = ("LossScaleStuck", "LossScaleCollapse")
 
 
 def clean_specs(seed: int) -> List[Spec]:
-    """Healthy runs covering every precision, logging interval, noise level and rank count.
+    """Healthy runs covering every precision, logging interval, noise level and rank count;
+    two of them crash and resume from their last checkpoint (steps go back).
 
-    About 150k step numbers (about 300k step events over all ranks).
+    150k step numbers (about 180k step events over all ranks).
     """
     rng = np.random.default_rng(seed)
     layout = [  # (steps, log_every, precision, world_size, grad_accum, device, expect, extra)
         (40_000, 1, "bf16", 1, 1, True, True, {}),
-        (25_000, 1, "fp16", 2, 8, False, False, {}),
+        (25_000, 1, "fp16", 2, 8, False, False, {"resume_at": 14_321}),
         (20_000, 10, "fp16", 1, 1, True, True, {}),
         (15_000, 1, "fp32", 1, 4, False, True, {}),
-        (12_000, 5, "bf16", 4, 1, True, False, {"log_unit_scale": True}),
+        (12_000, 5, "bf16", 4, 1, True, False, {"log_unit_scale": True, "resume_at": 7_777}),
         (12_000, 1, "fp16", 1, 1, False, False, {"fixed_scale": True}),
         (10_000, 10, "bf16", 8, 8, True, True, {}),
         (8_000, 1, "fp16", 4, 1, True, True, {}),

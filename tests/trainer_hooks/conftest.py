@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.fixture(autouse=True)
-def _run_in_tmp(tmp_path, monkeypatch):
+@pytest.fixture()
+def in_tmp_dir(tmp_path, monkeypatch):
     """MindSpore may write kernel_meta/, rank_*/ into the CWD: keep it in the test's tmp dir."""
     monkeypatch.chdir(tmp_path)
 

@@ -14,7 +14,7 @@ from trainer_hooks import toy
 from trainer_hooks.emitter import spool_path
 from trainer_hooks.guard import HookWarning
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("in_tmp_dir")]
 ms_train = pytest.importorskip("mindspore.train")
 
 
@@ -186,3 +186,10 @@ def test_checkpoints_saved_by_model_checkpoint_are_reported_with_their_step(plai
     saved = [e for e in events_of(tmp_path) if e["type"] == "checkpoint"]
     assert [e["step"] for e in saved] == [5, 10, 15]
     assert all(Path(e["path"]).is_file() for e in saved)
+
+
+def test_a_missing_run_dir_is_refused_at_construction_with_the_expected_form():
+    from trainer_hooks.callback import DoctorCallback
+
+    with pytest.raises(TypeError, match=r"run_dir must be a directory path \(str or os.PathLike\), got None"):
+        DoctorCallback(None)

@@ -10,7 +10,7 @@ from msdoctor.events import decode
 from trainer_hooks import toy
 from trainer_hooks.emitter import spool_path
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("in_tmp_dir")]
 ms = pytest.importorskip("mindspore")
 from mindspore import nn  # noqa: E402
 from mindspore.train import Callback, Model  # noqa: E402

@@ -58,3 +58,11 @@ def test_a_nan_loss_is_kept_as_nan_not_dropped():
 ], ids=["int32-ids", "numpy-int64", "float", "4-d", "empty", "none"])
 def test_tokens_are_batch_times_sequence_of_2d_integer_ids(element, tokens):
     assert input_tokens(element) == tokens
+
+
+def test_tokens_per_batch_can_be_read_from_a_datasets_declared_columns():
+    from trainer_hooks import toy
+    from trainer_hooks.outputs import dataset_tokens
+
+    assert dataset_tokens(toy.dataset(2)) == 8 * 32
+    assert dataset_tokens(object()) is None

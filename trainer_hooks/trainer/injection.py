@@ -120,12 +120,19 @@ def parse(spec: str) -> Injections:
 
 
 class CorruptShard:
-    """Random-token windows standing in for a corrupt shard; the batches the faults replace."""
+    """A corrupt shard (junk made of the corpus's rarest tokens); the batches the faults replace.
+
+    ``counts`` are the corpus's token frequencies: the junk is drawn from the rarest tenth of the
+    vocabulary, like mis-decoded binary data, so its loss stands far above the real batches'.
+    """
 
     def __init__(self, injections: Injections, vocab_size: int, window: int, seed: int,
-                 windows: int = 64) -> None:
+                 counts: Optional[np.ndarray] = None, windows: int = 64) -> None:
         rng = np.random.default_rng([seed, 0xBAD])
-        self.tokens = rng.integers(2, vocab_size, size=(windows, window), dtype=np.int32)
+        pool = np.arange(2, vocab_size)
+        if counts is not None:
+            pool = pool[np.argsort(counts[2:vocab_size], kind="stable")][:max(1, vocab_size // 10)]
+        self.tokens = rng.choice(pool, size=(windows, window)).astype(np.int32)
         self.spike, self.period = injections.spike, injections.periodic
 
     def __call__(self, step: int, within: int) -> Optional[np.ndarray]:

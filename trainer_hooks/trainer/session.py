@@ -111,8 +111,10 @@ class Session:
             return 0
         samples = plan.samples_per_call
         window = plan.preset.seq_length + 1
-        corrupt = injection.CorruptShard(inj, plan.preset.vocab_size, window, args.seed) \
-            if (inj.spike or inj.periodic) else None
+        corrupt = None
+        if inj.spike or inj.periodic:
+            counts = np.bincount(self.token_file.ids, minlength=plan.preset.vocab_size)
+            corrupt = injection.CorruptShard(inj, plan.preset.vocab_size, window, args.seed, counts)
         end = min(calls_total, start + args.stop_after) if args.stop_after else calls_total
         source = dataset.WindowSource(self.token_file.ids, plan.preset.seq_length, samples, start,
                                       end - start, args.seed, plan.rank, plan.world, corrupt)

@@ -1,0 +1,163 @@
+"""Replaying logs: read the inputs with their format's reader, run the rule engine, summarise.
+
+The result has the shape of ``msdoctor replay RUN_DIR --json`` over a spool
+(:func:`msdoctor.commands.replay.replay`): ``{"alerts": [...], "summary": {...}}``, plus
+the input facts (``format``, ``inputs``, ``lines``, ``parse_errors``, ``notes``,
+``unknown_columns``) and the run summary (``stats``).
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from msdoctor.batch import StepBatch
+from msdoctor.replay.formats import (FORMATS, READERS, FormatError, detect, expand, file_order,
+                                     is_spool, rank_of)
+from msdoctor.replay.progress import ProgressBar
+from msdoctor.replay.recording import Recording
+from msdoctor.replay.stats import RunStats
+
+TABLE_FIELDS = ("alert", "severity", "run", "rank", "step", "first_step", "value", "summary",
+                "cause", "fix", "runbook_url", "t", "labels", "values", "action")
+
+#: (run, rank, non-step events, step batch or None)
+Item = Tuple[str, int, List[Dict[str, Any]], Optional[StepBatch]]
+
+
+def load(paths: List[str], fmt: str = "auto", rank: Optional[int] = None,
+         run: Optional[str] = None, seq_length: Optional[int] = None,
+         progress: Optional[bool] = None) -> Recording:
+    """Read log files (not spools) into a :class:`Recording`; raises :class:`FormatError`."""
+    files = expand(paths)
+    if not files:
+        raise FormatError(f"no log files found in {', '.join(paths)}")
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise FormatError(f"{missing[0]}: no such file (expected a log file, a directory of "
+                          "logs, or a run directory with events/rank-N.jsonl)")
+    kinds = {f: (fmt if fmt != "auto" else detect(f)) for f in files}
+    found = sorted(set(kinds.values()))
+    if "spool" in found:
+        raise FormatError(f"{', '.join(str(f) for f, k in kinds.items() if k == 'spool')}: a spool; "
+                          "replay a run directory on its own")
+    if len(found) > 1:
+        raise FormatError("inputs in several formats (" + ", ".join(
+            f"{f}: {k}" for f, k in kinds.items()) + "); replay one format at a time or pass --format")
+    name = found[0]
+    if name not in READERS:
+        raise FormatError(f"unknown format {name!r}; expected one of {', '.join(FORMATS)}")
+    recording = Recording(name)
+    run_name = run or _run_name(paths)
+    bar = ProgressBar(sum(os.path.getsize(f) for f in files), progress)
+    reader = READERS[name]
+    for path in sorted(files, key=lambda f: (rank_of(f, rank), file_order(f))):
+        reader(str(path), run_name, rank_of(path, rank), recording, bar.update, seq_length)
+    bar.close()
+    recording.bytes = bar.done
+    return recording
+
+
+def _run_name(paths: List[str]) -> str:
+    first = Path(paths[0]).resolve()
+    return (first.stem if first.is_file() else first.name) or "replay"
+
+
+def items_of(recording: Recording) -> Iterator[Item]:
+    for batch in recording.batches():
+        yield batch.run, batch.rank, [], batch
+
+
+def spool_items(run_dir: Path, errors: List[str]) -> Iterator[Item]:
+    """A spool's chunks, read by the sidecar's own tailer (the spool path of replay)."""
+    from msdoctor.commands.replay import poll_all
+    from msdoctor.spool import SpoolTailer
+
+    for chunks in poll_all(SpoolTailer(run_dir)):
+        for chunk in chunks:
+            errors.extend(str(e) for e in chunk.errors)
+            yield chunk.run, chunk.rank, list(chunk.others), chunk.steps
+
+
+def evaluate(items: Iterable[Item], rules: Any, observe: Optional[Callable[[Item], None]] = None
+             ) -> Dict[str, Any]:
+    """Run ``rules`` (a RuleSet) over ``items``; the replay result's alerts and engine facts."""
+    from msdoctor.engine.evaluator import Engine
+
+    transitions: List[Any] = []
+    engine = Engine(rules, sinks=[transitions.append])
+    stats = RunStats()
+    started = time.perf_counter()
+    events = steps = 0
+    last_t = -math.inf
+    for item in items:
+        run, rank, others, batch = item
+        events += len(others)
+        if batch is not None and len(batch):
+            steps += len(batch)
+            t_ok = batch.t[~np.isnan(batch.t)]
+            if t_ok.size:
+                last_t = max(last_t, float(t_ok.max()))
+            stats.add(batch)
+        for e in others:
+            t = e.get("t")
+            if isinstance(t, (int, float)) and t > last_t:
+                last_t = float(t)
+        engine.process(run, rank, others, batch)
+        if observe is not None:
+            observe(item)
+    if math.isfinite(last_t):
+        engine.on_tick(last_t)
+    took = time.perf_counter() - started
+    firing = [a for a in transitions if a.state == "firing"]
+    by_alert: Dict[str, int] = {}
+    for a in firing:
+        by_alert[a.alert] = by_alert.get(a.alert, 0) + 1
+    ranks = sorted({(run, r) for run, rc in engine.runs.items() for r in rc.ranks})
+    return {
+        "alerts": [{k: v for k, v in a.to_dict().items() if k in TABLE_FIELDS} for a in firing],
+        "transitions": transitions,
+        "summary": {
+            "rules": len(rules), "events": events + steps, "steps": steps,
+            "runs": sorted(engine.runs), "ranks": len(ranks), "firing": len(firing),
+            "transitions": len(transitions), "by_alert": by_alert,
+            "still_firing": [f"{a['alert']}@{a['run']}/{a['rank']}" for a in engine.firing()],
+            "engine_errors": engine.errors, "seconds": round(took, 3), "stats": stats.to_dict(),
+        },
+    }
+
+
+def replay_paths(paths: List[str], rules: Any, fmt: str = "auto", rank: Optional[int] = None,
+                 run: Optional[str] = None, seq_length: Optional[int] = None,
+                 progress: Optional[bool] = None,
+                 observe: Optional[Callable[[Item], None]] = None) -> Dict[str, Any]:
+    """Replay log files or one run directory; the full result (see the module docstring)."""
+    started = time.perf_counter()
+    spool_errors: List[str] = []
+    if len(paths) == 1 and fmt in ("auto", "spool") and is_spool(Path(paths[0])):
+        result = evaluate(spool_items(Path(paths[0]), spool_errors), rules, observe)
+        facts: Dict[str, Any] = {"format": "spool", "inputs": [paths[0]]}
+    else:
+        if fmt == "spool":
+            raise FormatError(f"{paths[0]}: not a run directory (expected "
+                              f"{Path(paths[0]) / 'events'}/rank-N.jsonl)")
+        recording = load(paths, fmt, rank, run, seq_length, progress)
+        result = evaluate(items_of(recording), rules, observe)
+        facts = {"format": recording.format,
+                 "inputs": sorted({s for log in recording.ranks.values() for s in log.sources}),
+                 "lines": recording.lines, "bytes": recording.bytes,
+                 "parse_errors": recording.problems.examples,
+                 "parse_error_count": recording.problems.count,
+                 "notes": recording.problems.notes,
+                 "unknown_columns": recording.unknown_columns}
+    summary = result["summary"]
+    summary.update(facts)
+    summary["run_dir"] = ", ".join(paths)
+    summary["spool_errors"] = spool_errors[:50]
+    summary["spool_error_count"] = len(spool_errors)
+    summary["seconds"] = round(time.perf_counter() - started, 3)
+    return result

@@ -1,0 +1,94 @@
+"""Which reader reads a path: format names, autodetection, and ranks from file paths."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Tuple
+
+from msdoctor.replay import mindformers, mindspore, table
+
+#: Formats in the order autodetection tries them.
+FORMATS = ("spool", "mindformers", "mindspore", "csv", "jsonl")
+SNIFF_CHARS = 1 << 20
+
+Reader = Callable[..., None]
+READERS: Dict[str, Reader] = {
+    "mindformers": mindformers.read,
+    "mindspore": mindspore.read,
+    "csv": table.read_csv,
+    "jsonl": table.read_jsonl,
+}
+_SNIFFERS = (("mindformers", mindformers.sniff), ("mindspore", mindspore.sniff),
+             ("jsonl", table.sniff_jsonl), ("csv", table.sniff_csv))
+_RANK = (re.compile(r"rank[_-]?(\d+)"), re.compile(r"worker[_-]?(\d+)"),
+         re.compile(r"device[_-]?(\d+)"))
+_ROTATED = re.compile(r"\.log\.(\d+)\Z")
+_LOG_SUFFIXES = (".log", ".txt", ".out", ".csv", ".jsonl", ".json", ".tsv")
+
+
+class FormatError(ValueError):
+    """No reader recognises an input: names the formats tried and the first unreadable line."""
+
+
+def is_spool(path: Path) -> bool:
+    """A run directory (``events/rank-N.jsonl``)."""
+    return path.is_dir() and (path / "events").is_dir()
+
+
+def expand(paths: List[str]) -> List[Path]:
+    """Files to read: files as given; directories walked for log-like files (sorted)."""
+    found: List[Path] = []
+    for text in paths:
+        path = Path(text)
+        if path.is_dir() and not is_spool(path):
+            for child in sorted(path.rglob("*")):
+                if child.is_file() and (child.suffix in _LOG_SUFFIXES or _ROTATED.search(child.name)):
+                    found.append(child)
+        else:
+            found.append(path)
+    return found
+
+
+def rank_of(path: Path, hint: Optional[int] = None) -> int:
+    """The rank a log file belongs to: ``--rank`` if given, else from its path
+    (``rank_3/info.log``, ``worker_3.log``, ``device3/...``), else 0."""
+    if hint is not None:
+        return hint
+    for part in reversed(path.parts):
+        for pattern in _RANK:
+            m = pattern.search(part)
+            if m:
+                return int(m.group(1))
+    return 0
+
+
+def file_order(path: Path) -> Tuple[str, int]:
+    """Sort key putting rotated logs (``info.log.3`` older than ``info.log.1`` older than
+    ``info.log``) in time order within a directory."""
+    m = _ROTATED.search(path.name)
+    if m:
+        return (str(path.parent / path.name[:m.start() + 4]), -int(m.group(1)))
+    return (str(path), 0)
+
+
+def _head(path: Path) -> str:
+    with open(path, "r", encoding="utf-8", errors="replace", newline=None) as handle:
+        return handle.read(SNIFF_CHARS)
+
+
+def detect(path: Path) -> str:
+    """The format of ``path``; raises :class:`FormatError` when none fits."""
+    if is_spool(path):
+        return "spool"
+    if path.is_dir():
+        raise FormatError(f"{path}: a directory without events/rank-N.jsonl nor log files")
+    head = _head(path)
+    if path.name.endswith(".jsonl") and path.parent.name == "events" and '"type"' in head[:4096]:
+        return "spool"
+    for name, sniff in _SNIFFERS:
+        if sniff(head):
+            return name
+    first = next(((i, ln) for i, ln in enumerate(head.splitlines(), 1) if ln.strip()), None)
+    where = (f"first unreadable line {path}:{first[0]}: {first[1][:160]!r}" if first
+             else "the file is empty")
+    raise FormatError(f"{path}: unknown log format (tried {', '.join(FORMATS)}); {where}")

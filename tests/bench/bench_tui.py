@@ -1,0 +1,149 @@
+"""Benchmark: one TUI refresh (fetch + render) with 1024 live ranks (target: <= 100 ms).
+
+    .venv/bin/python tests/bench/bench_tui.py [--ranks 1024] [--steps 30] [--refreshes 20]
+
+A real sidecar state (spool written with the real codec: every step signal, the
+rules running, firing alerts) is served by the real ``/api/v1`` endpoint while a
+writer appends a new step to every rank between refreshes and the sidecar
+ingests it. Each refresh is timed as the TUI does it: ``HttpSource.fetch`` (all
+requests, JSON decode, snapshot) and then showing the snapshot in the app and
+drawing the screen (80×24 and 200×60 headless). The embedded ``--run-dir``
+source is timed over the recorded run (its fetch also ingests what is new; the
+rule engine's ingest of one step on 1024 ranks is printed separately).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, List, Tuple
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from msdoctor.daemon import Sidecar  # noqa: E402
+from msdoctor.engine import default_rules_dir, load_rules  # noqa: E402
+from msdoctor.engine.consumer import EngineConsumer  # noqa: E402
+from msdoctor.exporter.endpoint import Endpoint  # noqa: E402
+from msdoctor.tui.app import DoctorApp  # noqa: E402
+from msdoctor.tui.reader import Request  # noqa: E402
+from msdoctor.tui.source import EmbeddedSource, FixedSource, HttpSource, Source  # noqa: E402
+from servers import free_port  # noqa: E402
+from spool_factory import append_steps, write_run  # noqa: E402
+
+TARGET_MS = 100.0
+
+
+def percentile(values: List[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+async def timed_refreshes(source: Source, size: Tuple[int, int], refreshes: int,
+                          between: Callable[[], None], charts: bool) -> List[Tuple[float, float]]:
+    """(fetch ms, render ms) per refresh, in a headless app of ``size``."""
+    shown = FixedSource(None)
+    app = DoctorApp(shown, poll=False)
+    out = []
+    async with app.run_test(size=size) as pilot:
+        if charts:
+            await pilot.press("2")
+        for _ in range(refreshes):
+            between()
+            c0, t0 = time.process_time(), time.perf_counter()
+            snap = await asyncio.to_thread(source.fetch, Request(charts=charts))
+            c1, t1 = time.process_time(), time.perf_counter()
+            app.show_snapshot(snap)
+            await pilot.pause()                     # layout + paint of the changed widgets
+            app.screen._compositor.render_update(full=True)   # and a full frame on top
+            c2, t2 = time.process_time(), time.perf_counter()
+            out.append(((t1 - t0) * 1000, (t2 - t1) * 1000, (c2 - c0) * 1000))
+    assert app.snapshot is not None and len(app.snapshot.ranks) == len(snap.ranks)
+    return out
+
+
+def report(name: str, samples: List[Tuple[float, float, float]]) -> float:
+    """Print wall-clock fetch/render/total and the CPU time of the whole refresh (every
+    thread of this process, HTTP server included): wall time on a shared, loaded
+    machine includes waiting for a core; CPU time is the work itself."""
+    fetch = [f for f, _, _ in samples]
+    render = [r for _, r, _ in samples]
+    total = [f + r for f, r, _ in samples]
+    cpu = [c for _, _, c in samples]
+    print(f"{name:<40} wall: fetch {statistics.median(fetch):5.1f} + render "
+          f"{statistics.median(render):5.1f} = {statistics.median(total):5.1f} ms (p95 "
+          f"{percentile(total, 0.95):5.1f});  CPU {statistics.median(cpu):5.1f} ms")
+    return statistics.median(total)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, default=1024)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--refreshes", type=int, default=20)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        t0 = time.time() - 3600
+        write_run(run_dir, run="bench", ranks=range(args.ranks), steps=args.steps, t0=t0,
+                  nan_at=args.steps - 5, slow_rank=7)
+        port = free_port()
+        endpoint = Endpoint(run_dir, listen=f"127.0.0.1:{port}")
+        engine = EngineConsumer(load_rules([default_rules_dir()]), run_dir, log_transitions=False)
+        sidecar = Sidecar(run_dir, persist=False, consumers=[engine] + endpoint.consumers(),
+                          poll_interval=0.05)
+        started = time.perf_counter()
+        while sidecar.poll_once():
+            pass
+        print(f"{args.ranks} ranks x {args.steps} steps ingested with the rules in "
+              f"{time.perf_counter() - started:.2f} s")
+        endpoint.start(sidecar.store, lock=sidecar.lock)
+        next_step = [args.steps + 1]
+        ingest: List[float] = []
+
+        def one_more_step() -> None:
+            """Every rank moves on by one step and the sidecar ingests it (not timed: in
+            production the sidecar is another process)."""
+            for rank in range(args.ranks):
+                append_steps(run_dir, "bench", rank, next_step[0], 1)
+            next_step[0] += 1
+            t = time.perf_counter()
+            while sidecar.poll_once():
+                pass
+            ingest.append(time.perf_counter() - t)
+
+        medians = []
+        try:
+            http = HttpSource(f"http://127.0.0.1:{port}")
+            for size in ((80, 24), (200, 60)):
+                samples = asyncio.run(timed_refreshes(http, size, args.refreshes, one_more_step,
+                                                      charts=False))
+                medians.append(report(f"HTTP overview {size[0]}x{size[1]}", samples))
+            samples = asyncio.run(timed_refreshes(http, (120, 40), args.refreshes, one_more_step,
+                                                  charts=True))
+            medians.append(report("HTTP charts (worst rank) 120x40", samples))
+        finally:
+            endpoint.stop()
+        print(f"(sidecar ingest + rules of one new step on every rank, between refreshes: "
+              f"median {1000 * statistics.median(ingest):.0f} ms)")
+        embedded = EmbeddedSource(run_dir)
+        embedded.fetch()                      # the first read ingests the whole spool
+        embedded.catch_up_s = 60.0
+        samples = asyncio.run(timed_refreshes(embedded, (80, 24), max(3, args.refreshes // 4),
+                                              lambda: None, charts=False))
+        report("embedded --run-dir overview 80x24 (no new steps)", samples)
+    worst = max(medians)
+    verdict = "OK" if worst <= TARGET_MS else "OVER TARGET"
+    load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    print(f"slowest HTTP refresh (median wall): {worst:.1f} ms; target <= {TARGET_MS:.0f} ms: "
+          f"{verdict} (load average per core during the run: {load:.1f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
