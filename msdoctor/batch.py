@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from msdoctor.events.schema import FIELDS, STEP_SIGNALS
+from msdoctor.events.schema import FIELDS, NONFINITE, STEP_SIGNALS
 
 #: Series the sidecar keeps per rank: the wire signals plus derived ones.
 DERIVED = ("tokens_per_s", "overflow", "data_wait_share")
@@ -97,21 +97,22 @@ def assemble(run: str, rank: int, steps: np.ndarray, t: np.ndarray,
     a signal missing from some rows gets a mask, derived series are added.
     """
     n = steps.shape[0]
-    columns: Dict[str, np.ndarray] = {}
-    masks: Dict[str, np.ndarray] = {}
+    pieces: Dict[str, list] = {}
     for index, names, table in tables:
         for j, name in enumerate(names):
-            if index is None:
-                columns[name] = np.ascontiguousarray(table[:, j])
-                continue
-            column = columns.get(name)
-            if column is None:
-                column = columns[name] = np.full(n, np.nan)
-                masks[name] = np.zeros(n, dtype=bool)
-            column[index] = table[:, j]
-            masks[name][index] = True
-    for name in [name for name, mask in masks.items() if mask.all()]:
-        del masks[name]
+            pieces.setdefault(name, []).append((index, table[:, j]))
+    columns: Dict[str, np.ndarray] = {}
+    masks: Dict[str, np.ndarray] = {}
+    for name, parts in pieces.items():
+        if parts[0][0] is None:                 # one table covering every row
+            columns[name] = np.ascontiguousarray(parts[0][1])
+            continue
+        index = np.concatenate([rows for rows, _ in parts]) if len(parts) > 1 else parts[0][0]
+        column = columns[name] = np.full(n, np.nan)
+        column[index] = np.concatenate([v for _, v in parts]) if len(parts) > 1 else parts[0][1]
+        if index.shape[0] < n:                  # tables cover disjoint rows
+            mask = masks[name] = np.zeros(n, dtype=bool)
+            mask[index] = True
     _derive(columns, masks)
     return StepBatch(run, rank, steps, t, columns, masks)
 
@@ -184,36 +185,20 @@ _NUMBER = frozenset((int, float))
 _get_v, _get_rank, _get_type = itemgetter("v"), itemgetter("rank"), itemgetter("type")
 
 
-def _no_bools(rows: List[Mapping[str, Any]], names: tuple, values: np.ndarray) -> bool:
-    """True unless a bool hides in ``values`` (it would have become 0 or 1): checks the types
-    of the columns' 0s and 1s."""
-    suspect = (values == 0) | (values == 1)
-    for j in np.flatnonzero(suspect.any(axis=0)).tolist():
-        at = np.flatnonzero(suspect[:, j])
-        name = names[j]
-        if at.shape[0] * 4 > len(rows):
-            found = set(map(type, map(itemgetter(name), rows)))
-        else:
-            found = {type(rows[i][name]) for i in at.tolist()}
-        if not found <= _NUMBER:
-            return False
-    return True
-
-
 def wire_steps(rows: List[Mapping[str, Any]], keys: tuple, rank: int
-               ) -> Optional[Tuple[np.ndarray, np.ndarray, List[Table]]]:
+               ) -> Optional[Tuple[np.ndarray, np.ndarray, List[Table], Optional[np.ndarray]]]:
     """Validate step events with the same keys as a block and columnize them.
 
     ``rows`` are decoded JSON objects that all have exactly the keys ``keys``
-    (in any order; a missing one raises KeyError). Returns ``(steps, t,
-    tables)`` when every known field already has its exact wire type (``v``
-    1, ``rank`` = ``rank``, ints, numbers, a bool ``overflow``, strings
-    ``type`` "step" and ``run``), i.e. what
-    :func:`msdoctor.events.schema.validate` would accept unchanged; else None,
-    and the caller validates those events one by one (so normalising and
-    error messages stay the schema's own). Numbers are type-checked by
-    numpy's own inference (a string or an object makes the table non-numeric;
-    a bool, which would pass as 0 or 1, is looked for among the 0s and 1s).
+    (in any order; a missing one raises KeyError). Every known field must
+    already have its exact wire type (``v`` 1, ``rank`` = ``rank``, ints, a
+    bool ``overflow``, strings ``type`` "step" and ``run``, numbers), i.e.
+    what :func:`msdoctor.events.schema.validate` accepts unchanged. Returns
+    ``(steps, t, tables, good)``: the columns of the rows ``good`` (None: all
+    of them); the other rows hold something else than an int or a float in a
+    numeric field ("nan", a bool, null...) and are left to the caller, who
+    validates them one by one, so normalising and error messages stay the
+    schema's own. None when the block as a whole does not pass.
     """
     n = len(rows)
     if not n or not _REQUIRED.issubset(keys):
@@ -229,27 +214,38 @@ def wire_steps(rows: List[Mapping[str, Any]], keys: tuple, rank: int
         return None
     if "run" in keys and set(map(type, map(itemgetter("run"), rows))) != {str}:
         return None
-    nums = tuple(k for k in keys if k in _NUMS and k != "t")
-    if "t" in keys:
-        nums = ("t",) + nums
-    try:
-        step_numbers = np.fromiter(steps, dtype=np.int64, count=n)
-        values = np.array(list(map(itemgetter(*nums), rows))) if nums else np.zeros((n, 0))
-    except (ValueError, TypeError, OverflowError):
-        return None
-    if values.dtype.kind not in "if" or values.shape != ((n,) if len(nums) == 1 else (n, len(nums))):
-        return None
-    values = values.reshape(n, len(nums)).astype(np.float64, copy=False)
-    if not _no_bools(rows, nums, values):
-        return None
-    tables: List[Table] = []
-    first = 1 if "t" in keys else 0          # column 0 is the time when recorded
-    if len(nums) > first:
-        tables.append((None, nums[first:], values[:, first:]))
+    flags = None
     if "overflow" in keys:
         flags = list(map(itemgetter("overflow"), rows))
         if set(map(type, flags)) != {bool}:
             return None
-        tables.append((None, ("overflow",), np.array(flags, dtype=np.float64).reshape(n, 1)))
-    t = values[:, 0].copy() if first else np.full(n, np.nan)
-    return step_numbers, t, tables
+    nums = tuple(k for k in keys if k in _NUMS and k != "t")
+    first = 1 if "t" in keys else 0             # column 0 is the time when recorded
+    nums = ("t",) * first + nums
+    table: Any = list(map(itemgetter(*nums), rows)) if nums else [()] * n
+    try:
+        step_numbers = np.fromiter(steps, dtype=np.int64, count=n)
+        # float64 at once (never slow, whatever is inside); exactness comes from the types
+        values = np.array(table, dtype=np.float64).reshape(n, len(nums))
+    except (ValueError, TypeError, OverflowError):
+        return None
+    good = None
+    flat = table if len(nums) == 1 else chain.from_iterable(table)
+    if nums and not set(map(type, flat)) <= _NUMBER:
+        if len(nums) == 1:
+            ok = np.fromiter((type(x) in _NUMBER for x in table), dtype=bool, count=n)
+        else:
+            ok = np.fromiter((set(map(type, x)) <= _NUMBER for x in table), dtype=bool, count=n)
+        if not ok.any():
+            return None
+        good = np.flatnonzero(ok)
+        values, step_numbers = values[good], step_numbers[good]
+        if flags is not None:
+            flags = [flags[i] for i in good.tolist()]
+    tables: List[Table] = []
+    if len(nums) > first:
+        tables.append((None, nums[first:], values[:, first:]))
+    if flags is not None:
+        tables.append((None, ("overflow",), np.array(flags, dtype=np.float64).reshape(-1, 1)))
+    t = values[:, 0].copy() if first else np.full(values.shape[0], np.nan)
+    return step_numbers, t, tables, good

@@ -448,8 +448,15 @@ class SpoolTailer:
             if block is None:
                 single.extend(range(start, start + n) if index is None else lines_at.tolist())
                 continue
-            blocks.append((lines_at,) + block)
-            is_step[slice(start, start + n) if index is None else lines_at] = True
+            *block, good = block
+            if good is not None:             # rows with "nan" & co: those one by one
+                at = np.arange(start, start + n) if lines_at is None else lines_at
+                odd = np.ones(len(rows), dtype=bool)
+                odd[good] = False
+                single.extend(at[odd].tolist())
+                lines_at = at[good]
+            blocks.append((lines_at, *block))
+            is_step[slice(start, start + n) if lines_at is None else lines_at] = True
         return events
 
     @staticmethod

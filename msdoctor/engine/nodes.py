@@ -10,7 +10,7 @@ else a bool array. Window functions consume points; see :mod:`.windows`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -29,6 +29,7 @@ class Frame:
     batch: Any                         # msdoctor.batch.StepBatch, or None on a tick
     rank: Any                          # msdoctor.engine.context.RankContext
     now: Optional[float] = None        # the clock on a tick, None in a batch
+    memo: Dict[Any, Any] = field(default_factory=dict)   # work operators share within a batch
 
     @property
     def n(self) -> int:

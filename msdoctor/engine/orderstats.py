@@ -123,6 +123,31 @@ def _anchored(steps: np.ndarray, s: int, before: bool) -> Tuple[np.ndarray, np.n
     return anchors[new], np.cumsum(new) - 1
 
 
+def anchor_windows(frame: Frame, key: str, V: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                   anchors: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`sorted_windows` of the anchors' windows, and their medians: ``(matrix, cnt, med)``.
+
+    ``median(x, n)`` and ``robust_z(x, n)`` look at the same windows ``(a - n, a]`` at the
+    same anchor steps; the first to run in a batch leaves its sorted windows in
+    ``frame.memo`` under ``key`` and the other takes its rows from there when it has every
+    anchor with the same number of points and the same padded width (so the rows are the
+    very ones it would have sorted itself; both read suffixes of the same point stream).
+    """
+    cnt = hi - lo
+    memo = frame.memo.get(key)
+    if memo is not None and anchors.shape[0]:
+        m_anchors, m_cnt, m_med, m_matrix = memo
+        at = np.minimum(np.searchsorted(m_anchors, anchors), m_anchors.shape[0] - 1)
+        width = int(cnt.max())
+        if (m_anchors.shape[0] and m_matrix.shape[1] == width and width
+                and (m_anchors[at] == anchors).all() and (m_cnt[at] == cnt).all()):
+            return m_matrix[at], cnt, m_med[at]
+    matrix, cnt = sorted_windows(V, lo, hi)
+    med = row_median(matrix, cnt)
+    frame.memo[key] = (anchors, cnt, med, matrix)
+    return matrix, cnt, med
+
+
 class Median(WindowNode):
     name = "median"
 
@@ -135,8 +160,8 @@ class Median(WindowNode):
         lo = np.searchsorted(S, anchors - n, side="right")
         value = constant(V, lo, hi)
         if value is None:
-            matrix, cnt = sorted_windows(V, lo, hi)
-            out = row_median(matrix, cnt)[inverse]
+            key = ("windows", self.children[0].key, n)
+            out = anchor_windows(frame, key, V, lo, hi, anchors)[2][inverse]
         else:                               # e.g. tokens per step: no windows to gather
             out = np.where(hi > lo, (value + value) / 2.0, np.nan)[inverse]
         keep(state, S, V, frame, n + s)
@@ -169,8 +194,8 @@ class RobustZ(WindowNode):
             anchors, inverse = _anchored(q, s, before=True)
             hi = np.searchsorted(S, anchors, side="right")
             lo = np.searchsorted(S, anchors - n, side="right")
-            matrix, cnt = sorted_windows(V, lo, hi)
-            med = row_median(matrix, cnt)
+            key = ("windows", self.children[0].key, n)
+            matrix, cnt, med = anchor_windows(frame, key, V, lo, hi, anchors)
             mad = row_mad(matrix, cnt, med)
             scale = MAD_SCALE * mad
             flat = np.flatnonzero(~(mad > 0))       # MAD 0 (or no data): mean abs deviation

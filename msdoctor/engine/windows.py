@@ -64,8 +64,12 @@ def keep(state: Dict[str, Any], S: np.ndarray, V: np.ndarray, frame: Frame, span
         return
     cut = int(np.searchsorted(S, frame.steps[-1] - span, side="right"))
     cut = max(cut - extra_before, 0)
-    state["s"] = S[cut:].copy()
-    state["v"] = V[cut:].copy()
+    if S.shape[0] > frame.n and 2 * cut < S.shape[0]:
+        # S and V are this operator's own concatenation (carry + new points), mostly kept
+        # (a long window): keep views, not copies; the rest is freed with the next batch
+        state["s"], state["v"] = S[cut:], V[cut:]
+    else:
+        state["s"], state["v"] = S[cut:].copy(), V[cut:].copy()
 
 
 def _first(state: Dict[str, Any], S: np.ndarray) -> float:

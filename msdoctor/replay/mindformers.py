@@ -33,18 +33,22 @@ from msdoctor.replay.textfile import Progress, blocks
 
 NAME = "mindformers"
 MARK = "{ Epoch:["
+SAMPLES = " samples/s/p"
 
-STEP = re.compile(
+_ARR = r"(?:\[\s*([^\]\n,]*?)\s*\]|([^,\n]*))"        # numpy repr: inner of [x] or the bare text
+_STEP = (
     r"\{ Epoch:\[\s*(\d+)/\s*(\d+)\], step:\[\s*(\d+)/\s*(\d+)\], "
     r"loss:\s*(?:\[([^/\]\n]*)/[^\]\n]*\]|([^,\n]*)), "
     r"(?:\w+_loss: [^,\n]*, )*"
     r"per_step_time: ([^,\n]*)ms, "
-    r"(?:lr: ([^,\n]*), )?"
-    r"overflow cond: ([^,\n]*), loss_scale: ([^,\n]*)"
-    r"(?:, global_norm:? ([^,\n]*?))?"
-    r"(?:, train_throughput_per_npu: ([^,\n]*)T)?[ \t]*$", re.M)
-PROGRESS = re.compile(r"\d+\.\d% \|[^|\n]*\| ([^ \n]+) samples/s/p")
-STAMP = re.compile(r"(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)[,.](\d{3})")
+    r"(?:lr: " + _ARR + r", )?"
+    r"overflow cond: ([^,\n]*), loss_scale: " + _ARR +
+    r"(?:, global_norm:? " + _ARR + r")?"
+    r"(?:, train_throughput_per_npu: ([^,\n]*)T)?[ \t]*$")
+#: The step line's fields (from its mark to the end of the line).
+STEP = re.compile(_STEP, re.M)
+STAMP = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[,.](\d{3})")
+PROGRESS = re.compile(r"\| ([^ \n|]+) samples/s/p")
 
 
 def sniff(text: str) -> bool:
@@ -68,110 +72,132 @@ def read(path: str, run: str, rank: int, out: Recording, progress: Progress = No
 
 def parse_block(text: str, path: str, first_line: int, out: Recording,
                 seq_length: Optional[int]) -> Optional[Block]:
-    """The step block of one text block (whole lines), problems recorded in ``out``."""
-    matches = list(STEP.finditer(text))
-    if text.count(MARK) != len(matches):
-        _unmatched(text, matches, path, first_line, out)
-    if not matches:
-        return None
-    n = len(matches)
-    starts = [m.start() for m in matches]
-    groups = [m.groups() for m in matches]
-    cols = list(zip(*groups))
+    """The step block of one text block (whole lines), problems recorded in ``out``.
 
-    def line_of(row: int) -> int:
-        if out.problems.full:           # only counted from here on: skip the O(n) count
-            return 0
-        return first_line + text.count("\n", 0, starts[row])
+    Only lines carrying the step line's mark are handed to the regex (one C-level
+    ``findall`` over them, one tuple per line), so noise lines cost a substring test.
+    """
+    lines = text.split("\n")
+    picked = [ln for ln in lines if MARK in ln]
+    if not picked:
+        return None
+    rows = STEP.findall("\n".join(picked))
+    if len(rows) != len(picked):            # some carry the mark but not the layout
+        matched = [STEP.search(ln) for ln in picked]
+        for ln, m in zip(picked, matched):
+            if m is None:
+                out.problems.add(path, _line_no(lines, ln, first_line, out),
+                                 "not a complete MindFormers step line (expected '{ Epoch:[e/E], "
+                                 "step:[s/S], loss..., per_step_time: Nms, ..., overflow cond: ..., "
+                                 f"loss_scale: ...'), got {ln[ln.find(MARK):][:120]!r}")
+        picked = [ln for ln, m in zip(picked, matched) if m is not None]
+        rows = [m.groups(default="") for m in matched if m is not None]
+        if not rows:
+            return None
+    cols = list(zip(*rows))
+    n = len(picked)
 
     def check(name: str, result: Tuple) -> Tuple[np.ndarray, Optional[np.ndarray]]:
         values, mask, bad = result
         for row, message in bad:
-            out.problems.add(path, line_of(row), f"MindFormers step line, {name}: {message}")
+            out.problems.add(path, _line_no(lines, picked[row], first_line, out),
+                             f"MindFormers step line, {name}: {message}")
         return values, mask
 
     epoch = np.array(cols[0], dtype=np.int64)
     per_epoch = np.array(cols[3], dtype=np.int64)
     steps = (epoch - 1) * per_epoch + np.array(cols[2], dtype=np.int64)
     columns: Dict[str, Tuple[np.ndarray, Optional[np.ndarray]]] = {}
-    loss_texts = [a if a is not None else b for a, b in zip(cols[4], cols[5])]
-    columns["loss"] = check("loss", floats(loss_texts))
+    columns["loss"] = check("loss", floats(_either(cols[4], cols[5])))
     ms, ms_mask = check("per_step_time", floats(cols[6]))
     columns["step_time_s"] = (ms / 1000.0, ms_mask)
-    if any(v is not None for v in cols[7]):
-        columns["lr"] = check("lr", floats(cols[7]))
-    columns["overflow"] = check("overflow cond", flags(cols[8]))
-    columns["loss_scale"] = check("loss_scale", floats(cols[9]))
-    columns["grad_norm"] = check("global_norm", floats(cols[10]))
+    lr = _either(cols[7], cols[8])
+    if lr.count("") != n:
+        columns["lr"] = check("lr", floats(lr))
+    columns["overflow"] = check("overflow cond", flags(cols[9]))
+    columns["loss_scale"] = check("loss_scale", floats(_either(cols[10], cols[11])))
+    columns["grad_norm"] = check("global_norm", floats(_either(cols[12], cols[13])))
     if seq_length:
-        rate = _progress_rates(text, starts, path, first_line, out)
+        rate = _progress_rates(lines, picked, path, first_line, out)
         if rate is not None:
             with np.errstate(invalid="ignore"):
                 tokens = rate[0] * float(seq_length) * columns["step_time_s"][0]
             mask = rate[1] if ms_mask is None else (rate[1] & ms_mask)
             columns["tokens"] = (tokens, None if mask.all() else mask)
     columns = {k: v for k, v in columns.items() if v[1] is None or v[1].any()}
-    return Block(steps, _times(text, starts), columns)
+    return Block(steps, _times(picked), columns)
 
 
-def _unmatched(text: str, matches: Sequence[re.Match], path: str, first_line: int,
-               out: Recording) -> None:
-    """Report lines that carry the step line's mark but not its layout."""
-    found = {text.rfind("\n", 0, m.start()) + 1 for m in matches}
-    pos = text.find(MARK)
-    counted, line = 0, first_line
-    while pos >= 0:
-        start = text.rfind("\n", 0, pos) + 1
-        end = text.find("\n", pos)
-        if start not in found:
-            line += text.count("\n", counted, start)
-            counted = start
-            shown = text[pos:end if end >= 0 else len(text)][:120]
-            out.problems.add(path, line, "not a complete MindFormers step line (expected "
-                                         "'{ Epoch:[e/E], step:[s/S], loss..., per_step_time: Nms,"
-                                         f" ..., overflow cond: ..., loss_scale: ...'), got {shown!r}")
-            found.add(start)
-        pos = text.find(MARK, end if end >= 0 else len(text))
+def _either(inner: Sequence[str], bare: Sequence[str]) -> List[str]:
+    """Per row, the bracketed value's inside if the value was ``[...]``, else the bare text."""
+    if inner.count("") == len(inner):
+        return list(bare)
+    return [a or b for a, b in zip(inner, bare)]
 
 
-def _progress_rates(text: str, starts: List[int], path: str, first_line: int, out: Recording
-                    ) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+def _line_no(lines: List[str], line: str, first_line: int, out: Recording) -> int:
+    if out.problems.full:                   # only counted from here on: skip the search
+        return 0
+    return first_line + lines.index(line)
+
+
+def _progress_rates(lines: List[str], picked: List[str], path: str, first_line: int,
+                    out: Recording) -> Optional[Tuple[np.ndarray, np.ndarray]]:
     """samples/s/p of the progress line that follows each step line, if any."""
-    found = [(m.start(), m.group(1)) for m in PROGRESS.finditer(text)]
+    n = len(picked)
+    found = [ln for ln in lines if SAMPLES in ln]
     if not found:
         return None
-    pos = np.array([p for p, _ in found])
-    owner = np.searchsorted(np.asarray(starts), pos) - 1
-    values, mask, bad = floats([v for _, v in found])
+    if len(found) != n:                     # not one progress line per step line: by position
+        at = {id(ln): i for i, ln in enumerate(lines)}
+        step_at = np.array([at[id(ln)] for ln in picked])
+        prog_at = np.array([at[id(ln)] for ln in found])
+        owner = np.searchsorted(step_at, prog_at) - 1
+    else:
+        owner = np.arange(n)
+    texts = [m.group(1) if m else "" for m in map(PROGRESS.search, found)]
+    values, mask, bad = floats(texts)
     for row, message in bad:
-        out.problems.add(path, first_line + text.count("\n", 0, found[row][0]),
+        out.problems.add(path, _line_no(lines, found[row], first_line, out),
                          f"MindFormers progress line, samples/s/p: {message}")
     ok = owner >= 0 if mask is None else ((owner >= 0) & mask)
-    rate = np.full(len(starts), np.nan)
-    has = np.zeros(len(starts), dtype=bool)
+    rate = np.full(n, np.nan)
+    has = np.zeros(n, dtype=bool)
     rate[owner[ok]] = values[ok]
     has[owner[ok]] = True
     return rate, has
 
 
-_MIDNIGHT: Dict[str, float] = {}
+def _times(lines: List[str]) -> np.ndarray:
+    """Each line's timestamp (seconds since the epoch, local time), NaN if none.
+
+    The timestamp sits at the same place in every line of one logging format: found in
+    the first line, sliced out of all, parsed by numpy in one call; lines where that
+    fails are searched one by one. The local-time offset of the first line is used for
+    all (a DST change inside a log shifts later times by an hour).
+    """
+    n = len(lines)
+    m = STAMP.search(lines[0])
+    if m is None:
+        return np.full(n, np.nan)
+    a, b = m.start(1), m.end(1)
+    try:
+        seconds = np.array([ln[a:b] for ln in lines], dtype="datetime64[s]").astype(np.float64)
+        millis = np.array([ln[b + 1:b + 4] for ln in lines], dtype=np.float64)
+    except ValueError:
+        seconds, millis = _times_slowly(lines)
+    offset = time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) - seconds[0]
+    return seconds + millis / 1000.0 + offset
 
 
-def _times(text: str, starts: List[int]) -> np.ndarray:
-    """Each step line's timestamp (seconds since the epoch, local time), NaN if none."""
-    out = np.full(len(starts), np.nan)
-    rfind, search = text.rfind, STAMP.search
-    for i, pos in enumerate(starts):
-        m = search(text, rfind("\n", 0, pos) + 1, pos)
-        if m is None:
-            continue
-        day, clock, millis = m.groups()
-        base = _MIDNIGHT.get(day)
-        if base is None:
+def _times_slowly(lines: List[str]) -> Tuple[np.ndarray, np.ndarray]:
+    seconds, millis = np.full(len(lines), np.nan), np.zeros(len(lines))
+    for i, ln in enumerate(lines):
+        m = STAMP.search(ln)
+        if m is not None:
             try:
-                base = _MIDNIGHT[day] = time.mktime(time.strptime(day, "%Y-%m-%d"))
-            except (ValueError, OverflowError):
-                continue
-        out[i] = base + int(clock[:2]) * 3600 + int(clock[3:5]) * 60 + int(clock[6:8]) \
-            + int(millis) / 1000.0
-    return out
+                seconds[i] = np.datetime64(m.group(1).replace(" ", "T"), "s").astype(np.float64)
+                millis[i] = float(m.group(2))
+            except ValueError:
+                pass
+    return seconds, millis

@@ -53,6 +53,8 @@ def floats(texts: Sequence[Optional[str]]) -> Tuple[np.ndarray, Optional[np.ndar
     values = np.full(n, np.nan)
     mask = np.zeros(n, dtype=bool)
     bad: List[Tuple[int, str]] = []
+    if n and (texts[0] is None or texts[0] in MISSING) and texts.count(texts[0]) == n:
+        return values, mask, bad            # never recorded (global_norm: None, ...)
     cache: Dict[Optional[str], Optional[float]] = {}
     for i, text in enumerate(texts):
         if text in cache:
@@ -77,6 +79,8 @@ def flags(texts: Sequence[Optional[str]]) -> Tuple[np.ndarray, Optional[np.ndarr
     values = np.zeros(n)
     mask = np.ones(n, dtype=bool)
     bad: List[Tuple[int, str]] = []
+    if texts.count("False") == n:
+        return values, None, bad
     for i, text in enumerate(texts):
         if text in _FALSE:
             continue

@@ -85,7 +85,11 @@ class AlertsPane(Vertical):
         return self.query_one("#alerts-table", DataTable)
 
     def show(self, items: Sequence[AlertItem]) -> None:
-        self.items = list(items)
+        """Show ``items``; the table is rebuilt only when they changed (1000s of rows)."""
+        items = list(items)
+        if items == self.items and self.table.row_count:
+            return
+        self.items = items
         self._redraw()
 
     def set_filter(self, text: str) -> None:

@@ -146,14 +146,15 @@ def throughput(ranks: int, steps: int, repeat: int, rules_dir: Optional[str]) ->
             for line in lines:
                 decode_line(line)
 
-        def ingest():
+        def ingest(keep: bool = False):
             out = []
-            tailer = SpoolTailer(run_dir)
-            for chunks in poll_all(tailer):
-                out.extend(chunks)
+            for chunks in poll_all(SpoolTailer(run_dir)):
+                for chunk in chunks if keep else ():
+                    chunk.events = []           # the engine reads chunk.others and chunk.steps
+                    out.append(chunk)
             return out
 
-        chunks = ingest()
+        chunks = ingest(keep=True)
         batches = [len(c.steps) for c in chunks if c.steps is not None]
 
         def evaluate():
@@ -227,7 +228,8 @@ def main() -> int:
     parser.add_argument("--ranks", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure (median)")
-    parser.add_argument("--rules", metavar="DIR", default=None, help="rule directory (default rules/)")
+    parser.add_argument("--rules", metavar="DIR", default=None,
+                        help="rule directory (default: rules/)")
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory figures")
     args = parser.parse_args()

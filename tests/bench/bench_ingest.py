@@ -5,8 +5,9 @@ then measures in the same process:
   - bare ``orjson.loads`` over the same lines (the floor set by JSON parsing),
   - ``msdoctor.events.decode`` (orjson + schema validation),
   - the full ingest: SpoolTailer.poll -> Store.apply, until the spool is drained,
-and prints lines/s for each, the ingest/orjson ratio, snapshot size and
-save/load time, and peak RSS.
+and prints lines/s for each (CPU time, ``time.process_time``: other work on a
+shared machine makes wall time noise), the ingest/orjson ratio, snapshot size
+and save/load time, and peak RSS.
 
     .venv/bin/python tests/bench/bench_ingest.py [--ranks 8] [--steps 50000]
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import random
 import resource
 import subprocess
@@ -98,7 +100,7 @@ def main() -> int:
 
         # Full ingest first, so its peak RSS is not inflated by the baselines' line lists.
         tailer, store = SpoolTailer(run_dir), Store()
-        ingested, t0 = 0, time.perf_counter()
+        ingested, t0 = 0, time.process_time()
         while True:
             chunks = tailer.poll()
             if not chunks:
@@ -106,7 +108,7 @@ def main() -> int:
             for chunk in chunks:
                 store.apply(chunk)
                 ingested += len(chunk.events) + len(chunk.errors)
-        ingest_s = time.perf_counter() - t0
+        ingest_s = time.process_time() - t0
         rss_ingest = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         assert ingested == total, (ingested, total)
         steps = sum(state.counters["steps"] for _, _, state in store.ranks())
@@ -122,21 +124,22 @@ def main() -> int:
         assert restored is not None and restored.spool == tailer.state_dict()
 
         sample = (run_dir / "events" / "rank-0.jsonl").read_bytes().split(b"\n")[:-1]
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         for line in sample:
             orjson.loads(line)
-        orjson_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        orjson_s = time.process_time() - t0
+        t0 = time.process_time()
         for line in sample:
             decode(line)
-        decode_s = time.perf_counter() - t0
+        decode_s = time.process_time() - t0
 
         orjson_rate = len(sample) / orjson_s
         ingest_rate = total / ingest_s
         print(f"bare orjson.loads      {rate(len(sample), orjson_s)}   (rank 0's lines)")
         print(f"events.decode          {rate(len(sample), decode_s)}   (orjson + validation)")
         print(f"ingest (tail+decode+columnize+apply) {rate(total, ingest_s)}")
-        print(f"ingest / orjson ratio  {ingest_rate / orjson_rate:.2f}")
+        print(f"ingest / orjson ratio  {ingest_rate / orjson_rate:.2f}   (CPU time; load average "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())})")
         print(f"snapshot: {path.stat().st_size / 2**20:.1f} MiB, saved in {save_s * 1000:.0f} ms, "
               f"loaded in {load_s * 1000:.0f} ms")
         print(f"peak RSS: {rss_ingest / 1024:.0f} MiB after ingest "

@@ -419,7 +419,7 @@ def anomaly_specs(seed: int, per_type: int, types=ANOMALIES) -> List[Spec]:
             elif j % 5 == 4:
                 world = 2
             accum = (1, 8, 4)[j % 3] if anomaly != "StepCountMismatch" else (4, 8)[j % 2]
-            t0 = 1 if anomaly == "StepCountMismatch" else int(rng.integers(1500, 4000))
+            t0 = 1 if anomaly == "StepCountMismatch" else int(rng.integers(1200, 2500))
             t0 = int(math.ceil(t0 / k) * k)
             extra: Dict[str, Any] = {}
             if anomaly == "UpdatesStalled":

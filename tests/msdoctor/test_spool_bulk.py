@@ -107,7 +107,8 @@ def spools(draw) -> list:
     return lines
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=250, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spools(), st.sampled_from([3, 64, 2048]))
 def test_bulk_and_line_by_line_decoding_give_the_same_chunks_errors_and_positions(
         tmp_path_factory, monkeypatch, lines, block):
@@ -137,7 +138,8 @@ def test_a_clean_spool_is_decoded_in_bulk_without_per_event_checks(tmp_path, mon
 
 
 @pytest.mark.parametrize("twist, message", [
-    ({"loss": True}, "field 'loss': expected a number or one of \"nan\", \"inf\", \"-inf\", got True"),
+    ({"loss": True},
+     "field 'loss': expected a number or one of \"nan\", \"inf\", \"-inf\", got True"),
     ({"v": True}, "field 'v': expected an integer, got True"),
     ({"rank": 1}, "field 'rank': 1 in the file of rank 0; expected 0"),
     ({"overflow": 1}, "field 'overflow': expected true or false, got 1"),
@@ -161,3 +163,23 @@ def test_a_nan_string_in_a_block_is_normalised_like_the_schema_does(tmp_path):
     [chunk] = SpoolTailer(tmp_path).poll()
     assert not chunk.errors and math.isnan(chunk.events[6]["loss"])
     assert math.isnan(chunk.steps.columns["loss"][6]) and "loss" not in chunk.steps.masks
+
+
+def test_only_the_lines_with_nan_strings_leave_the_bulk_path(tmp_path, monkeypatch):
+    def twist(n: int) -> dict:
+        return {"grad_norm": "inf"} if n % 997 == 0 else {"loss": "nan"} if n % 1999 == 0 else {}
+
+    lines = [orjson.dumps(step(0, n, **twist(n))) + b"\n" for n in range(1, 6001)]
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events" / "rank-0.jsonl").write_bytes(b"".join(lines))
+    checked = []
+    real = spool.check_event
+    monkeypatch.setattr(spool, "check_event", lambda event: checked.append(event) or real(event))
+    [chunk] = SpoolTailer(tmp_path).poll(max_bytes=1 << 30)
+    assert sorted(e["step"] for e in checked) == sorted(
+        n for n in range(1, 6001) if twist(n))
+    assert not chunk.errors and chunk.steps.steps.tolist() == list(range(1, 6001))
+    grad = chunk.steps.columns["grad_norm"]
+    inf_rows = [n - 1 for n in range(1, 6001) if n % 997 == 0]
+    assert np.isinf(grad[inf_rows]).all() and np.isfinite(np.delete(grad, inf_rows)).all()
+    assert np.isnan(chunk.steps.columns["loss"][1998])
