@@ -104,10 +104,11 @@ def assemble(run: str, rank: int, steps: np.ndarray, t: np.ndarray,
     columns: Dict[str, np.ndarray] = {}
     masks: Dict[str, np.ndarray] = {}
     for name, parts in pieces.items():
-        if parts[0][0] is None:                 # one table covering every row
+        if len(parts) == 1 and parts[0][0] is None:     # one table covering every row
             columns[name] = np.ascontiguousarray(parts[0][1])
             continue
-        index = np.concatenate([rows for rows, _ in parts]) if len(parts) > 1 else parts[0][0]
+        index = (np.concatenate([np.arange(n) if rows is None else rows for rows, _ in parts])
+                 if len(parts) > 1 else parts[0][0])
         column = columns[name] = np.full(n, np.nan)
         column[index] = np.concatenate([v for _, v in parts]) if len(parts) > 1 else parts[0][1]
         if index.shape[0] < n:                  # tables cover disjoint rows

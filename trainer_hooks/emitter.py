@@ -85,20 +85,20 @@ class Emitter:
     def emit(self, event: Dict[str, Any]) -> bool:
         """Queue ``event`` for writing; False (and counted as dropped) if it cannot be queued."""
         self.emitted += 1
-        step = event.get("step")
-        if step is not None:
-            self.last_step = step
-        if self._closed:
-            self._dropped_queue += 1
-            return False
         try:
+            step = event.get("step")
+            if step is not None:
+                self.last_step = step
+            if self._closed:
+                self._dropped_queue += 1
+                return False
             self._queue.put_nowait(event)
         except queue.Full:
             self._dropped_queue += 1
             self.guard.report("queue-full", f"event queue full ({self._queue.maxsize}); "
                                             "dropping events until the writer catches up")
             return False
-        except Exception:  # noqa: BLE001 - emit must never raise
+        except Exception:  # noqa: BLE001 - emit must never raise (e.g. not a dict)
             self._dropped_queue += 1
             return False
         return True

@@ -70,6 +70,7 @@ class AlertsPane(Vertical):
         super().__init__(id=id)
         self.marks = marks
         self.items: List[AlertItem] = []
+        self._signature: list = []
         self.shown: List[AlertItem] = []
         self.filter_text = ""
         self.show_silenced = False
@@ -87,9 +88,10 @@ class AlertsPane(Vertical):
     def show(self, items: Sequence[AlertItem]) -> None:
         """Show ``items``; the table is rebuilt only when they changed (1000s of rows)."""
         items = list(items)
-        if items == self.items and self.table.row_count:
+        signature = [(a.key, a.state, a.step, a.first_step, a.t) for a in items]
+        if signature == self._signature and self.table.row_count:
             return
-        self.items = items
+        self.items, self._signature = items, signature
         self._redraw()
 
     def set_filter(self, text: str) -> None:

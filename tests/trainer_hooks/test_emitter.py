@@ -177,3 +177,13 @@ def test_a_fifo_at_the_spool_path_fails_fast_instead_of_hanging(tmp_path):
     emitter.emit(step_event(1))
     emitter.close(timeout=1.0)  # close makes one last attempt to open
     assert (emitter.written, emitter.dropped) == (0, 1) and emitter.io_errors >= 1
+
+
+def test_a_malformed_event_is_dropped_and_counted_not_raised(tmp_path):
+    emitter = Emitter(tmp_path, rank=0)
+    assert emitter.emit(["not", "a", "dict"]) is False  # type: ignore[arg-type]
+    assert emitter.emit({"v": 1, "type": "step", "rank": 0, "step": 1, "loss": object()})
+    emitter.close()
+    (event,) = read_events(emitter.path)  # an unknown object is written as its str()
+    assert (emitter.emitted, emitter.written, emitter.dropped) == (2, 1, 1)
+    assert event["step"] == 1 and isinstance(event["loss"], str)
