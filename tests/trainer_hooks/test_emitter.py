@@ -184,6 +184,6 @@ def test_a_malformed_event_is_dropped_and_counted_not_raised(tmp_path):
     assert emitter.emit(["not", "a", "dict"]) is False  # type: ignore[arg-type]
     assert emitter.emit({"v": 1, "type": "step", "rank": 0, "step": 1, "loss": object()})
     emitter.close()
-    (event,) = read_events(emitter.path)  # an unknown object is written as its str()
+    (line,) = Path(emitter.path).read_bytes().splitlines()  # the emitter does not validate:
+    assert b'"step":1' in line and b'"loss":"<object' in line  # unknown objects go as str()
     assert (emitter.emitted, emitter.written, emitter.dropped) == (2, 1, 1)
-    assert event["step"] == 1 and isinstance(event["loss"], str)

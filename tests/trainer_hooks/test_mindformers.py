@@ -1,0 +1,156 @@
+"""``MsDoctorMonitor`` built from a YAML-style callback list by MindFormers' own registry, on a
+real MindFormers train cell (``MFTrainOneStepCell``) training a tiny ``LlamaForCausalLM`` in
+GRAPH mode on the CPU; the MindFormers log of the same run is replayed and must agree."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mindformers")
+pytestmark = pytest.mark.slow
+
+STEPS = 20
+SEQ, BATCH = 32, 2
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _patch_overflow_check_for_cpu():
+    """MFTrainOneStepCell's NPU overflow status op does not exist on the CPU: an isfinite check."""
+    from mindspore import ops
+    from mindformers.wrapper.wrapper import MFTrainOneStepCell
+
+    hyper_map = ops.HyperMap()
+    is_bad = ops.MultitypeFuncGraph("is_bad")
+
+    @is_bad.register("Tensor")
+    def _is_bad(grad):
+        return ops.logical_not(ops.isfinite(grad).all()).astype(grad.dtype)
+
+    def get_overflow_status(self, status, compute_output):
+        return ops.addn(hyper_map(is_bad, compute_output)) > 0
+
+    MFTrainOneStepCell.get_overflow_status = get_overflow_status
+
+
+@pytest.fixture(scope="module")
+def mf_run(tmp_path_factory):
+    """Train 20 steps with MFLossMonitor and MsDoctorMonitor from a YAML-style config list."""
+    tmp = tmp_path_factory.mktemp("mf")
+    import os
+    old_cwd = os.getcwd()
+    os.chdir(tmp)
+    try:
+        import mindspore as ms
+        from mindspore import nn
+        from mindspore.dataset import GeneratorDataset
+        from mindformers import build_context
+        from mindformers.core.callback import build_callback
+        from mindformers.models.llama import LlamaConfig, LlamaForCausalLM
+        from mindformers.tools.logger import _DataFormatter, get_logger
+        from mindformers.wrapper.wrapper import MFTrainOneStepCell
+
+        import trainer_hooks.mindformers  # noqa: F401 - registers MsDoctorMonitor
+
+        build_context({"context": {"mode": "GRAPH_MODE", "device_target": "CPU"}, "parallel": {}})
+        _patch_overflow_check_for_cpu()
+        ms.set_seed(0)
+        config = LlamaConfig(num_layers=2, hidden_size=64, num_heads=4, intermediate_size=128,
+                             vocab_size=256, seq_length=SEQ, batch_size=BATCH,
+                             compute_dtype="float32", param_init_type="float32",
+                             layernorm_compute_type="float32", softmax_compute_type="float32",
+                             rotary_dtype="float32", use_flash_attention=False, use_past=False,
+                             fused_rms_norm=False, use_rope_slice=True, pad_token_id=0)
+        net = LlamaForCausalLM(config)
+        rng = np.random.default_rng(0)
+        data = rng.integers(2, 256, size=(STEPS * BATCH, SEQ + 1)).astype(np.int32)
+        dataset = GeneratorDataset([(row,) for row in data], column_names=["input_ids"],
+                                   shuffle=False).batch(BATCH)
+        optimizer = nn.AdamWeightDecay(net.trainable_params(), learning_rate=1e-3)
+        cell = MFTrainOneStepCell(net, optimizer, use_clip_grad=True, max_grad_norm=1.0,
+                                  scale_sense=nn.DynamicLossScaleUpdateCell(2.0 ** 12, 2, 5))
+        run_dir = tmp / "run"
+        yaml_callbacks = [
+            {"type": "MFLossMonitor", "per_print_times": 1},
+            {"type": "MsDoctorMonitor", "run_dir": str(run_dir), "run": "mf-tiny",
+             "seq_length": SEQ, "micro_batch_size": BATCH, "heartbeat_s": 60.0},
+        ]
+        callbacks = build_callback(yaml_callbacks, default_args={
+            "learning_rate": 1e-3, "origin_epochs": 1, "dataset_size": STEPS, "global_batch_size": BATCH})
+        log_path = tmp / "rank_0" / "info.log"
+        log_path.parent.mkdir()
+        handler = logging.FileHandler(log_path, encoding="utf-8")
+        handler.setFormatter(_DataFormatter(
+            "[%(levelname)s] %(asctime)s [%(filepath)s:%(lineno)d] %(funcName)s: %(message)s"))
+        mf_logger = get_logger()        # MindFormers' logging.Logger (its own file is elsewhere)
+        mf_logger.addHandler(handler)
+        try:
+            ms.Model(cell).train(1, dataset, callbacks=callbacks, dataset_sink_mode=False)
+        finally:
+            mf_logger.removeHandler(handler)
+            handler.close()
+        mode = ms.get_context("mode")
+        return {"run_dir": run_dir, "log": log_path, "callbacks": callbacks, "mode": mode}
+    finally:
+        os.chdir(old_cwd)
+
+
+def _events(run_dir: Path):
+    lines = (run_dir / "events" / "rank-0.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_the_yaml_entry_builds_our_callback_through_the_mindformers_registry(mf_run):
+    from trainer_hooks.mindformers import MsDoctorMonitor
+
+    kinds = [type(c).__name__ for c in mf_run["callbacks"]]
+    assert kinds == ["MFLossMonitor", "MsDoctorMonitor"]
+    assert isinstance(mf_run["callbacks"][1], MsDoctorMonitor)
+    assert mf_run["mode"] == 0, "training must have stayed in GRAPH mode"
+
+
+def test_every_step_records_loss_overflow_loss_scale_and_global_norm(mf_run):
+    events = _events(mf_run["run_dir"])
+    steps = [e for e in events if e["type"] == "step"]
+    assert [e["step"] for e in steps] == list(range(1, STEPS + 1))
+    for e in steps:
+        assert math.isfinite(e["loss"]) and 4.0 < e["loss"] < 7.0     # ~ln(256) = 5.5 at the start
+        assert e["overflow"] is False
+        assert e["loss_scale"] in (2.0 ** 12, 2.0 ** 13, 2.0 ** 14, 2.0 ** 15, 2.0 ** 16)
+        assert e["grad_norm"] > 0 and math.isfinite(e["grad_norm"])
+        assert e["tokens"] == SEQ * BATCH and e["step_time_s"] > 0
+    assert steps[-1]["loss_scale"] > steps[0]["loss_scale"], "the dynamic scale grew every 5 clean steps"
+    start = next(e for e in events if e["type"] == "run_start")
+    assert start["config"]["seq_length"] == SEQ
+    assert events[-1]["type"] == "run_end" and events[-1]["status"] == "completed"
+
+
+def test_replaying_the_mindformers_log_of_the_same_run_gives_the_same_series(mf_run):
+    from msdoctor.engine.loader import default_rules_dir, load_rules
+    from msdoctor.replay.driver import load
+
+    recording = load([str(mf_run["log"])])
+    assert recording.format == "mindformers" and recording.problems.count == 0
+    (log,) = recording.ranks.values()
+    block = log.blocks[0]
+    spool = [e for e in _events(mf_run["run_dir"]) if e["type"] == "step"]
+    assert block.steps.tolist() == [e["step"] for e in spool]
+    loss, _ = block.columns["loss"]
+    np.testing.assert_allclose(loss, [e["loss"] for e in spool], rtol=0, atol=1e-6)  # %5.6f
+    scale, _ = block.columns["loss_scale"]
+    assert scale.tolist() == [e["loss_scale"] for e in spool]
+    norm, _ = block.columns["grad_norm"]
+    np.testing.assert_allclose(norm, [e["grad_norm"] for e in spool], rtol=1e-6)
+    assert load_rules([str(default_rules_dir())])     # the shipped rules load for the replay below
+    done = subprocess.run([sys.executable, "-m", "msdoctor", "replay", str(mf_run["log"]), "--json"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["summary"]["format"] == "mindformers" and doc["summary"]["steps"] == STEPS
+    assert not [a for a in doc["alerts"] if a["severity"] == "critical"]
