@@ -15,7 +15,8 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from msdoctor.engine.nodes import Frame, Node, Out, locf
-from msdoctor.engine.windows import _EMPTY_F, _EMPTY_I, WindowNode, _first, gather, keep, point_rows
+from msdoctor.engine.windows import (_EMPTY_F, _EMPTY_I, WindowNode, _first, gather, keep,
+                                     point_rows, search_right)
 
 MAD_SCALE = 1.4826      # MAD -> standard deviation for normal data
 MEANAD_SCALE = 1.2533   # mean absolute deviation -> standard deviation
@@ -156,8 +157,8 @@ class Median(WindowNode):
         s = stride(n)
         S, V, _ = gather(frame, args[0], state)
         anchors, inverse = _anchored(frame.steps, s, before=False)
-        hi = np.searchsorted(S, anchors, side="right")
-        lo = np.searchsorted(S, anchors - n, side="right")
+        hi = search_right(S, anchors)
+        lo = search_right(S, anchors - n)
         value = constant(V, lo, hi)
         if value is None:
             key = ("windows", self.children[0].key, n)
@@ -192,8 +193,8 @@ class RobustZ(WindowNode):
             q = frame.steps[rows]
             x = values[rows]
             anchors, inverse = _anchored(q, s, before=True)
-            hi = np.searchsorted(S, anchors, side="right")
-            lo = np.searchsorted(S, anchors - n, side="right")
+            hi = search_right(S, anchors)
+            lo = search_right(S, anchors - n)
             key = ("windows", self.children[0].key, n)
             matrix, cnt, med = anchor_windows(frame, key, V, lo, hi, anchors)
             mad = row_mad(matrix, cnt, med)

@@ -19,6 +19,18 @@ _EMPTY_I = np.zeros(0, dtype=np.int64)
 _EMPTY_F = np.zeros(0, dtype=np.float64)
 
 
+def search_right(S: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(S, x, side="right")`` for sorted int64 step numbers ``S``.
+
+    The common case, every step recorded, makes ``S`` consecutive integers
+    (``S[-1] - S[0] == len(S) - 1``): then the answer is arithmetic, exactly.
+    """
+    m = S.shape[0]
+    if m and x.dtype.kind == "i" and S.dtype.kind == "i" and int(S[-1]) - int(S[0]) == m - 1:
+        return np.clip(x - (int(S[0]) - 1), 0, m)
+    return np.searchsorted(S, x, side="right")
+
+
 def point_rows(arg: Out, n: int) -> np.ndarray | None:
     """Row indices of the points of ``arg`` (None = every row)."""
     mask = arg[1]
@@ -53,7 +65,7 @@ def gather(frame: Frame, arg: Out, state: Dict[str, Any]) -> Tuple[np.ndarray, n
     if rows is None:
         hi = np.arange(c0 + 1, c0 + n + 1)
     else:
-        hi = c0 + np.searchsorted(rows, np.arange(n), side="right")
+        hi = c0 + search_right(rows, np.arange(n))
     return S, V, hi
 
 
@@ -98,7 +110,7 @@ class Aggregate(WindowNode):
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
         n = self.n_steps
         S, V, hi = gather(frame, args[0], state)
-        lo = np.searchsorted(S, frame.steps - n, side="right")
+        lo = search_right(S, frame.steps - n)
         cnt = (hi - lo).astype(np.float64)
         ref = V[0] if V.shape[0] else 0.0
         d = V - ref
@@ -150,7 +162,7 @@ class MinMax(WindowNode):
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
         n = self.n_steps
         S, V, hi = gather(frame, args[0], state)
-        lo = np.searchsorted(S, frame.steps - n, side="right")
+        lo = search_right(S, frame.steps - n)
         out = range_extreme(V, lo, hi, np.maximum if self.name == "max" else np.minimum)
         keep(state, S, V, frame, n)
         return out, args[0][1]
@@ -167,7 +179,7 @@ class Delta(WindowNode):
         out = np.full(frame.n, np.nan)
         if V.shape[0]:
             now = np.where(hi > 0, V[np.maximum(hi - 1, 0)], np.nan)
-            past_idx = np.searchsorted(S, frame.steps - n, side="right") - 1
+            past_idx = search_right(S, frame.steps - n) - 1
             past = np.where(past_idx >= 0, V[np.maximum(past_idx, 0)], np.nan)
             out = now - past
         keep(state, S, V, frame, n, extra_before=1)
@@ -184,8 +196,8 @@ class RelChange(WindowNode):
         S, V, hi = gather(frame, args[0], state)
         first = _first(state, S)
         q = frame.steps
-        mid = np.searchsorted(S, q - n, side="right")
-        lo = np.searchsorted(S, q - 2 * n, side="right")
+        mid = search_right(S, q - n)
+        lo = search_right(S, q - 2 * n)
         ref = V[0] if V.shape[0] else 0.0
         cs = np.concatenate(([0.0], np.cumsum(V - ref)))
         c_now, c_prev = (hi - mid), (mid - lo)
@@ -205,7 +217,7 @@ class Slope(WindowNode):
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
         n = self.n_steps
         S, V, hi = gather(frame, args[0], state)
-        lo = np.searchsorted(S, frame.steps - n, side="right")
+        lo = search_right(S, frame.steps - n)
         if V.shape[0]:
             s = (S - S[0]).astype(np.float64)
             v = V - V[0]

@@ -154,3 +154,20 @@ def test_replaying_the_mindformers_log_of_the_same_run_gives_the_same_series(mf_
     doc = json.loads(done.stdout)
     assert doc["summary"]["format"] == "mindformers" and doc["summary"]["steps"] == STEPS
     assert not [a for a in doc["alerts"] if a["severity"] == "critical"]
+
+
+def test_a_yaml_entry_with_auto_register_loads_it_without_an_import_in_the_launch_script(tmp_path):
+    """MindFormers' own ``auto_register`` + ``REGISTER_PATH`` (what ``run_mindformer.py
+    --register_path`` sets), in a fresh interpreter that never imports trainer_hooks itself."""
+    import os
+
+    code = ("from mindformers.core.callback import build_callback\n"
+            "cbs = build_callback([{'type': 'MsDoctorMonitor', 'run_dir': 'run', "
+            "'auto_register': 'msdoctor_mindformers.MsDoctorMonitor'}])\n"
+            "c = cbs[0]; print('BUILT', type(c).__module__, type(c).__name__, c.run_dir)\n")
+    env = dict(os.environ, REGISTER_PATH=str(REPO / "trainer_hooks" / "mindformers_plugin"),
+               PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "BUILT trainer_hooks.mindformers MsDoctorMonitor run" in done.stdout

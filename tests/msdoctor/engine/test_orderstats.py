@@ -42,3 +42,18 @@ def test_a_constant_window_needs_no_sort_and_has_a_zero_mad():
     med = row_median(matrix, cnt)
     assert med.tolist() == [8192.0, 8192.0]
     assert row_mad(matrix, cnt, med).tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_arithmetic_step_search_equals_searchsorted(seed):
+    from msdoctor.engine.windows import search_right
+
+    rng = np.random.default_rng(seed)
+    start, m = int(rng.integers(-5, 1000)), int(rng.integers(0, 300))
+    consecutive = np.arange(start, start + m, dtype=np.int64)
+    gappy = np.sort(rng.choice(np.arange(start, start + 3 * m + 1), size=m, replace=False))
+    repeated = np.sort(np.concatenate((consecutive[: m // 2], consecutive[: m // 2])))
+    queries = rng.integers(start - 400, start + 3 * m + 400, size=500)
+    for steps in (consecutive, gappy.astype(np.int64), repeated):
+        np.testing.assert_array_equal(search_right(steps, queries),
+                                      np.searchsorted(steps, queries, side="right"))

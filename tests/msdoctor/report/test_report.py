@@ -1,0 +1,72 @@
+"""``msdoctor report``: one self-contained HTML page with charts, alert markers and fixes."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree
+
+import logformats as L
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _log_with_a_nan(tmp_path: Path) -> Path:
+    losses = L.loss_curve(300, seed=2)
+    losses[149] = float("nan")
+    path = tmp_path / "rank_0" / "info.log"
+    path.parent.mkdir()
+    L.write(path, L.mf_lines(losses, grad_norms=[1.0 + (i % 5) / 10 for i in range(300)],
+                             steps_per_epoch=300, overflow_at=[50, 51]))
+    return path
+
+
+def test_the_page_has_the_four_charts_the_alert_marker_and_the_fix(tmp_path):
+    out = tmp_path / "report.html"
+    done = subprocess.run([sys.executable, "-m", "msdoctor", "report", str(_log_with_a_nan(tmp_path)),
+                           "-o", str(out), "--seq-length", "256"], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    html = out.read_text(encoding="utf-8")
+    svgs = re.findall(r"<svg.*?</svg>", html, flags=re.S)
+    titles = [re.search(r'aria-label="([^"]*)"', s).group(1) for s in svgs]
+    assert titles[:2] == ["Loss (raw, and a moving average)", "Gradient global norm"]
+    assert titles[2].startswith("Loss scale (red ticks: 2 overflow steps)")
+    assert "Throughput (tokens/s per device)" in titles and "Learning rate" in titles
+    for svg in svgs:                                     # each chart is well-formed XML
+        ElementTree.fromstring(svg)
+    assert "LossNonFinite (critical) rank 0 step 150" in html      # the marker's tooltip
+    assert "Fix: Stop and resume from the last good checkpoint" in html
+    assert "<script" not in html and "src=" not in html and "@import" not in html
+    assert "no alert fired" not in html.lower()
+
+
+def test_a_png_is_refused_with_a_clear_message_without_matplotlib(tmp_path):
+    import importlib.util
+
+    out = tmp_path / "report.png"
+    done = subprocess.run([sys.executable, "-m", "msdoctor", "report", str(_log_with_a_nan(tmp_path)),
+                           "-o", str(out)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    if importlib.util.find_spec("matplotlib") is None:
+        assert done.returncode == 2 and "needs matplotlib" in done.stderr and not out.exists()
+    else:
+        assert done.returncode == 0 and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_spool_run_directory_reports_too(tmp_path):
+    from msdoctor.events import encode, make
+
+    run_dir = tmp_path / "run"
+    (run_dir / "events").mkdir(parents=True)
+    with open(run_dir / "events" / "rank-0.jsonl", "wb") as fh:
+        for step in range(1, 101):
+            fh.write(encode(make("step", 0, step=step, t=float(step), loss=3.0 - step / 100,
+                                 grad_norm=1.0, loss_scale=1024.0, tokens=512.0, step_time_s=0.25)))
+    out = tmp_path / "r.html"
+    done = subprocess.run([sys.executable, "-m", "msdoctor", "report", str(run_dir), "-o", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    html = out.read_text(encoding="utf-8")
+    assert "<b>spool</b> input" in html and "100 step records" in html
+    assert html.count("<path d=\"M") >= 4                 # loss raw + smoothed, norm, scale, tput
