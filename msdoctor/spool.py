@@ -6,6 +6,11 @@ new complete lines. A line is complete only once its ``\\n`` is written, so a
 partial last line stays unread until the rest arrives. Bad lines (not JSON, not
 UTF-8, not a valid event, too long) become :class:`SpoolError` entries naming
 ``file:line`` and are skipped; ingest goes on.
+
+The common case, a read of valid events, is decoded in bulk (step events
+validated and columnized a block at a time, see :meth:`SpoolTailer._decode_bulk`);
+anything else falls back to the exact line-by-line decoder, which gives the same
+events, errors and positions.
 """
 from __future__ import annotations
 
@@ -368,12 +373,13 @@ class SpoolTailer:
                      errors: List[SpoolError]) -> Optional[List[Chunk]]:
         """The common case in bulk: every line a valid event of this file's rank.
 
-        Lines are parsed in one pass, grouped by key tuple, and each group of
-        step events is validated and columnized as a block (:func:`wire_steps`);
-        other events (and step groups that need normalising) are checked one
-        by one. Anything unusual (a bad line, a wrong rank, a new run starting
-        mid-read) returns None *before* any state changes, and the exact
-        line-by-line decoder does the work, with its own errors.
+        Lines are parsed in cache-sized blocks, grouped by key count (then key
+        tuple), and each group of step events is validated and columnized as a
+        block (:func:`wire_steps`); other events, and the step events holding
+        something to normalise ("nan") or to reject, are checked one by one.
+        Anything unusual (a bad line, a wrong rank, a new run starting mid-read)
+        returns None *before* any state changes, and the exact line-by-line
+        decoder does the work, with its own errors.
         """
         n = len(lines)
         if _raw_loads is None or not n or max(map(len, lines)) > self.max_line_bytes:

@@ -35,13 +35,18 @@ def sorted_windows(V: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Tuple[np.nd
     width = int(cnt.max()) if cnt.shape[0] else 0
     if width == 0:
         return np.zeros((lo.shape[0], 0)), cnt
-    if int(cnt.min()) == width:             # every window full: strided view, no padding
+    full = cnt == width
+    if full.all():                          # every window full: strided view, no padding
         matrix = sliding_window_view(V, width)[lo]
-    else:
+    else:                                   # full rows from the view, the others padded
+        matrix = np.empty((lo.shape[0], width))
+        if full.any():
+            matrix[full] = sliding_window_view(V, width)[lo[full]]
+        part = np.flatnonzero(~full)
         offsets = np.arange(width)
-        idx = lo[:, None] + offsets[None, :]
-        matrix = V[np.minimum(idx, V.shape[0] - 1)]
-        matrix[offsets[None, :] >= cnt[:, None]] = np.inf
+        padded = V[np.minimum(lo[part, None] + offsets[None, :], V.shape[0] - 1)]
+        padded[offsets[None, :] >= cnt[part, None]] = np.inf
+        matrix[part] = padded
     if constant(V, lo, hi) is None:         # a constant signal's rows are already sorted
         matrix.sort(axis=1)
     return matrix, cnt
