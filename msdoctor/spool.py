@@ -24,7 +24,7 @@ import numpy as np
 
 from msdoctor.batch import StepBatch, assemble, columnize, step_block, wire_steps
 from msdoctor.events.codec import loads
-from msdoctor.events.schema import FIELDS, EventError, validate
+from msdoctor.events.schema import FIELDS, INT64_MAX, INT64_MIN, EventError, validate
 
 try:  # the bulk path parses with orjson directly (errors are left to the exact path)
     from orjson import loads as _raw_loads
@@ -129,7 +129,9 @@ def check_event(event: Any) -> Dict[str, Any]:
                 if len(_ACCEPTED) >= _ACCEPTED_MAX:
                     _ACCEPTED.clear()
                 ok = _ACCEPTED[shape] = _fast_ok(kind, event)
-            if ok:
+            # ints must fit in 64 bits (numpy columns): the one check a shape cannot carry
+            if ok and kind == "step" and INT64_MIN <= event["step"] <= INT64_MAX \
+                    and INT64_MIN <= event["rank"] <= INT64_MAX:
                 return event
     return validate(event)
 

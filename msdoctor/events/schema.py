@@ -26,6 +26,8 @@ EXPECTED: Dict[str, str] = {
     OBJ: "a JSON object",
 }
 
+INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+
 #: Spellings of non-finite numbers accepted on the wire (JSON has no NaN/Inf).
 NONFINITE: Dict[str, float] = {
     "nan": math.nan, "NaN": math.nan, "-nan": math.nan,
@@ -146,10 +148,13 @@ def check_field(name: str, kind: str, value: Any) -> Any:
         if isinstance(value, str) and value in NONFINITE:
             return NONFINITE[value]
     elif kind == INT:
-        if type(value) is int:
-            return value
         if type(value) is float and value.is_integer():
-            return int(value)
+            value = int(value)
+        if type(value) is int:
+            if INT64_MIN <= value <= INT64_MAX:
+                return value
+            raise EventError(f"field {name!r}: expected {EXPECTED[kind]} that fits in 64 bits, "
+                             f"got {_describe(value)}", name)
     elif kind == BOOL:
         if type(value) is bool:
             return value

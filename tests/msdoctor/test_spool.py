@@ -228,3 +228,20 @@ def test_a_removed_file_is_reported_and_forgotten_so_a_new_one_is_read_from_the_
     assert tailer.offsets == {} and tailer.poll() == []
     append(tmp_path, 0, step_line(0, 1))
     assert steps_of(tailer.poll()) == [1]
+
+
+def test_a_step_number_beyond_64_bits_is_reported_with_its_line_and_the_rest_is_ingested(tmp_path):
+    from msdoctor.events import encode
+    from msdoctor.spool import SpoolTailer
+
+    lines = [encode({"v": 1, "type": "step", "rank": 0, "step": i + 1, "loss": 1.0})
+             for i in range(3000)]
+    lines.insert(10, b'{"v":1,"type":"step","rank":0,"step":9223372036854775808,"loss":1.0}\n')
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events" / "rank-0.jsonl").write_bytes(b"".join(lines))
+    chunks = SpoolTailer(tmp_path).poll()
+    assert sum(len(c.steps) for c in chunks if c.steps is not None) == 3000
+    errors = [str(e) for c in chunks for e in c.errors]
+    assert len(errors) == 1 and errors[0].endswith(
+        "rank-0.jsonl:11: field 'step': expected an integer that fits in 64 bits, "
+        "got 9223372036854775808")
