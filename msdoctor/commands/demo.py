@@ -20,9 +20,9 @@ from typing import IO, Dict, List, Optional
 
 HELP = "Train a small real model with the hooks on and a fault injected; print the alerts and fixes."
 
-#: What the default demo injects: a loss spike, a starved data loader, then a non-finite loss.
-DEFAULT_INJECT = "spike@60,slow-data@150:120,nan@210"
-DEFAULT_STEPS = 240
+#: What the default demo injects: a loss spike, then stalled updates, then a non-finite loss.
+DEFAULT_INJECT = "spike@230,stall@250,nan@400"
+DEFAULT_STEPS = 410
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
