@@ -167,13 +167,17 @@ class _Compiler:
             raise self.fail(node, f"{fn.name}() takes positional arguments only: {fn.usage}")
         if any(isinstance(a, ast.Starred) for a in node.args):
             raise self.fail(node, f"starred arguments are not allowed: {fn.usage}")
-        if len(node.args) != len(fn.args):
-            raise self.fail(node, f"{fn.name}() takes {len(fn.args)} argument"
+        kinds = fn.args
+        if fn.variadic and len(node.args) > len(kinds):
+            kinds = kinds + kinds[-1:] * (len(node.args) - len(kinds))
+        if len(node.args) != len(kinds):
+            at_least = "at least " if fn.variadic else ""
+            raise self.fail(node, f"{fn.name}() takes {at_least}{len(fn.args)} argument"
                                   f"{'' if len(fn.args) == 1 else 's'} ({fn.usage}), "
                                   f"got {len(node.args)}")
         children: List[Node] = []
         params: List[float | str] = []
-        for arg, kind in zip(node.args, fn.args):
+        for arg, kind in zip(node.args, kinds):
             if kind == EXPR:
                 child = self.compile(arg, depth)
                 if child.clock and (fn.window or fn.name == "rank_median"):

@@ -36,6 +36,7 @@ class Function:
     build: Callable[[List[Node], List[float]], Node]
     window: bool = False        # consumes the argument's history (no clock inside)
     usage: str = ""
+    variadic: bool = False      # the last argument kind may repeat (``args`` is the minimum)
 
 
 def _cls(cls: type, name: str) -> Callable[[List[Node], List[float]], Node]:
@@ -78,6 +79,7 @@ def _table() -> Dict[str, Function]:
          "baseline(x, warmup, n)"),
         ("first_max", x_n, _cls(sequences.FirstMax, "first_max"), True, "first_max(x, n)"),
         ("abs", (EXPR,), _cls(nodes.Abs, "abs"), False, "abs(x)"),
+        ("coalesce", (EXPR, EXPR), _cls(nodes.Coalesce, "coalesce"), False, "coalesce(a, b, ...)"),
         ("last", (EXPR,), _cls(nodes.Last, "last"), False, "last(x)"),
         ("expected", (IDENT,), _cls(nodes.RunFact, "expected"), False, "expected(NAME)"),
         ("config", (IDENT,), _cls(nodes.RunFact, "config"), False, "config(NAME)"),
@@ -90,8 +92,12 @@ def _table() -> Dict[str, Function]:
          "seconds_since_event()"),
         ("running", (), _cls(nodes.Clock, "running"), False, "running()"),
     ]
-    return {name: Function(name, args, build, window, usage)
+    return {name: Function(name, args, build, window, usage, variadic=name in _VARIADIC)
             for name, args, build, window, usage in specs}
+
+
+#: Functions taking any number (at least ``len(args)``) of arguments.
+_VARIADIC = ("coalesce",)
 
 
 FUNCTIONS: Dict[str, Function] = _table()

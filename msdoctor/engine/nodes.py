@@ -276,6 +276,19 @@ class Abs(Node):
         return np.abs(a), ma
 
 
+class Coalesce(Node):
+    """``coalesce(a, b, ...)``: at each row the first argument that is not NaN (NaN if none is)."""
+
+    name = "coalesce"
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        out = args[-1][0].copy()
+        for values, _ in reversed(args[:-1]):
+            known = ~np.isnan(values)
+            out[known] = values[known]
+        return out, combine([m for _, m in args])
+
+
 class Last(Node):
     name = "last"
 

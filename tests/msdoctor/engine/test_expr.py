@@ -21,6 +21,7 @@ ACCEPTED = [
     "rank_count() >= 2", "world_size()", "seconds_since_step() > 600 and running()",
     "seconds_since_event() > 60", "sum(overflow, 200) or count(loss, 10) == 0", "loss ** 2 % 3 - -1",
     "abs(last(loss)) / inf", "nan", "true", "false", "min(loss, 10) < max(loss, 10)",
+    "seconds_since_step() > coalesce(expected(hang_after_s), config(hang_after_s), 900)",
 ]
 
 
