@@ -2,11 +2,8 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import json
-import math
 import sys
-import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
 
@@ -43,67 +40,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def replay(run_dir: Path, rules_path: Optional[str] = None, rules: Any = None) -> Dict[str, Any]:
     """Evaluate the rules (``rules``, else loaded from ``rules_path``) over ``run_dir``'s
     spool; never writes into ``run_dir``."""
-    import numpy as np
-
-    from msdoctor.engine.evaluator import Engine
     from msdoctor.engine.loader import default_rules_dir, load_rules
-    from msdoctor.spool import SpoolTailer
+    from msdoctor.replay.driver import evaluate, spool_items
 
     if rules is None:
         rules = load_rules([rules_path or str(default_rules_dir())])
-    transitions: List[Any] = []
-    engine = Engine(rules, sinks=[transitions.append])
-    tailer = SpoolTailer(run_dir)
-    started = time.perf_counter()
-    events = steps = 0
     spool_errors: List[str] = []
-    from msdoctor.replay.stats import RunStats  # issue 8
-    stats = RunStats()
-    last_t = -math.inf
-    collecting = gc.isenabled()
-    gc.disable()      # no reference cycles here: collecting the many short-lived dicts is waste
-    try:
-        for chunks in poll_all(tailer):
-            for chunk in chunks:
-                stats.add(chunk.steps)              # issue 8: the run summary
-                spool_errors.extend(str(e) for e in chunk.errors)
-                events += len(chunk.events)
-                if chunk.steps is not None and len(chunk.steps):
-                    steps += len(chunk.steps)
-                    t_all = chunk.steps.t
-                    t_max = float(t_all.max())
-                    if math.isnan(t_max):           # some steps without a time
-                        t_ok = t_all[~np.isnan(t_all)]
-                        t_max = float(t_ok.max()) if t_ok.size else -math.inf
-                    last_t = max(last_t, t_max)
-                for e in chunk.others:              # the step events' times are in chunk.steps.t
-                    t = e.get("t")
-                    if isinstance(t, (int, float)) and t > last_t:
-                        last_t = float(t)
-                engine.on_chunk(chunk)
-    finally:
-        if collecting:
-            gc.enable()
-    if math.isfinite(last_t):
-        engine.on_tick(last_t)          # judge clock rules as of the end of the recording
-    took = time.perf_counter() - started
-    firing = [a for a in transitions if a.state == "firing"]
-    by_alert: Dict[str, int] = {}
-    for a in firing:
-        by_alert[a.alert] = by_alert.get(a.alert, 0) + 1
-    ranks = sorted({(run, r) for run, rc in engine.runs.items() for r in rc.ranks})
-    return {
-        "alerts": [{k: v for k, v in a.to_dict().items() if k in TABLE_FIELDS} for a in firing],
-        "summary": {
-            "run_dir": str(run_dir), "rules": len(rules), "events": events, "steps": steps,
-            "runs": sorted(engine.runs), "ranks": len(ranks), "firing": len(firing),
-            "transitions": len(transitions), "by_alert": by_alert,
-            "still_firing": [f"{a['alert']}@{a['run']}/{a['rank']}" for a in engine.firing()],
-            "spool_errors": spool_errors[:50], "spool_error_count": len(spool_errors),
-            "engine_errors": engine.errors, "seconds": round(took, 3),
-            "stats": stats.to_dict(),           # issue 8
-        },
-    }
+    result = evaluate(spool_items(run_dir, spool_errors), rules)
+    del result["transitions"]
+    result["summary"].update(run_dir=str(run_dir), spool_errors=spool_errors[:50],
+                             spool_error_count=len(spool_errors))
+    return result
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ the input facts (``format``, ``inputs``, ``lines``, ``parse_errors``, ``notes``,
 """
 from __future__ import annotations
 
+import gc
 import math
 import os
 import time
@@ -94,23 +95,31 @@ def evaluate(items: Iterable[Item], rules: Any, observe: Optional[Callable[[Item
     started = time.perf_counter()
     events = steps = 0
     last_t = -math.inf
-    for item in items:
-        run, rank, others, batch = item
-        events += len(others)
-        if batch is not None and len(batch):
-            steps += len(batch)
-            t_ok = batch.t[~np.isnan(batch.t)]
-            if t_ok.size:
-                last_t = max(last_t, float(t_ok.max()))
-            stats.add(batch)
-        for e in others:
-            t = e.get("t")
-            if isinstance(t, (int, float)) and t > last_t:
-                last_t = float(t)
-        engine.process(run, rank, others, batch)
-        if observe is not None:
-            observe(item)
-    if math.isfinite(last_t):
+    collecting = gc.isenabled()
+    gc.disable()      # no reference cycles here: collecting the many short-lived dicts is waste
+    try:
+        for item in items:
+            run, rank, others, batch = item
+            events += len(others)
+            if batch is not None and len(batch):
+                steps += len(batch)
+                t_max = float(batch.t.max())
+                if math.isnan(t_max):           # some steps without a time
+                    t_ok = batch.t[~np.isnan(batch.t)]
+                    t_max = float(t_ok.max()) if t_ok.size else -math.inf
+                last_t = max(last_t, t_max)
+                stats.add(batch)
+            for e in others:
+                t = e.get("t")
+                if isinstance(t, (int, float)) and t > last_t:
+                    last_t = float(t)
+            engine.process(run, rank, others, batch)
+            if observe is not None:
+                observe(item)
+    finally:
+        if collecting:
+            gc.enable()
+    if math.isfinite(last_t):          # judge clock rules as of the end of the recording
         engine.on_tick(last_t)
     took = time.perf_counter() - started
     firing = [a for a in transitions if a.state == "firing"]

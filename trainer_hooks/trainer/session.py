@@ -78,9 +78,13 @@ class Session:
         ms.set_seed(self.args.seed + plan.rank)
         np.random.seed(self.args.seed + plan.rank)
         self.network = model.build_llama(plan.preset, plan.precision, self.args.device)
-        self.schedule = schedule.make_schedule(plan.lr, plan.steps, plan.warmup)
+        import os as _os  # EXPERIMENT-TEMP
+        _w = int(_os.environ.get("EXP_WARMUP", plan.warmup)); _b2 = float(_os.environ.get("EXP_B2", ADAM_BETAS[1]))
+        _b1 = float(_os.environ.get("EXP_B1", ADAM_BETAS[0]))
+        CLIP = None if _os.environ.get("EXP_NOCLIP") else CLIP_NORM
+        self.schedule = schedule.make_schedule(plan.lr, plan.steps, _w, float(_os.environ.get("EXP_FLOOR", 0.1)))
         optimizer = nn.AdamWeightDecay(param_groups(self.network), learning_rate=self.schedule,
-                                       beta1=ADAM_BETAS[0], beta2=ADAM_BETAS[1], eps=1e-8)
+                                       beta1=_b1, beta2=_b2, eps=1e-8)
         scale = loss_scale_of(plan, self.args)
         sense = nn.DynamicLossScaleUpdateCell(scale[0], 2, scale[1]) if scale else None
         if inj.accum_mismatch:
@@ -89,7 +93,7 @@ class Session:
             cell = MicroStepTrainCell(self.network, optimizer, plan.grad_accum, sense, CLIP_NORM)
         else:
             loss_net = model.micro_batch_loss(self.network, plan.micro_batch, plan.grad_accum)
-            cell = DoctorTrainOneStepCell(loss_net, optimizer, sense, CLIP_NORM)
+            cell = DoctorTrainOneStepCell(loss_net, optimizer, sense, CLIP)
         cell.set_train()
         return cell
 
