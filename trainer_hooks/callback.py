@@ -17,6 +17,9 @@ step's begin; ``tokens`` are this device's tokens per optimizer step:
 ``micro_batch_inputs=True`` (each cell call sees one micro-batch; MindFormers'
 accumulation cells see the whole step's batch, so the default is False).
 
+``expect_tokens_per_s``, ``expect_step_time_s`` and the ``expect`` mapping (other names the
+rules read, e.g. ``{"hang_after_s": 60}``: see docs/runbook.md) go to ``run_start.expect``.
+
 A stop request (``<run_dir>/control/stop.json``, checked with one ``os.stat`` per
 step) emits a ``stop`` event and calls ``run_context.request_stop()``; ``Model``
 honours it after the current step (in device sink mode: after the current epoch).
@@ -55,7 +58,8 @@ class DoctorCallback(Callback):
                  tokens_per_step: Optional[int] = None, grad_accum: int = 1,
                  micro_batch_inputs: bool = False, precision: Optional[str] = None,
                  expect_tokens_per_s: Optional[float] = None,
-                 expect_step_time_s: Optional[float] = None, update_every: int = 50,
+                 expect_step_time_s: Optional[float] = None,
+                 expect: Optional[Mapping[str, float]] = None, update_every: int = 50,
                  update_params: int = 4, update_max_elements: int = 65536,
                  queue_size: int = 8192, heartbeat_s: float = 10.0,
                  max_errors: int = 100) -> None:
@@ -70,6 +74,7 @@ class DoctorCallback(Callback):
         self.micro_batch_inputs, self.precision = micro_batch_inputs, precision
         self.expect = {k: v for k, v in (("tokens_per_s_per_device", expect_tokens_per_s),
                                          ("step_time_s", expect_step_time_s)) if v is not None}
+        self.expect.update({str(k): v for k, v in (expect or {}).items() if v is not None})
         self.update_every, self.update_params = update_every, update_params
         self.update_max_elements = update_max_elements
         self.queue_size, self.heartbeat_s, self.max_errors = queue_size, heartbeat_s, max_errors

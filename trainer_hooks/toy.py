@@ -187,10 +187,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--inject-nan-at", type=int, default=None, metavar="STEP",
                         help="feed an inf input on this step (1-based, every epoch)")
     parser.add_argument("--large", action="store_true", help="the larger toy configuration")
+    parser.add_argument("--expect-tokens-per-s", type=float, default=None, metavar="N",
+                        help="baseline tokens/s per device, recorded in run_start.expect")
     args = parser.parse_args(argv)
+    options = {"expect_tokens_per_s": args.expect_tokens_per_s} if args.expect_tokens_per_s else None
     summary = train(args.run_dir, args.steps, loss_scale=args.loss_scale, sink=args.sink,
                     inject_nan_at=args.inject_nan_at, epochs=args.epochs,
-                    config=LARGE if args.large else ToyConfig())
+                    config=LARGE if args.large else ToyConfig(), hook_options=options)
     print(f"trained {summary['steps']} steps in {summary['seconds']:.1f} s "
           f"({summary['steps_per_s']:.1f} steps/s); events in {args.run_dir}/events/")
     return 0

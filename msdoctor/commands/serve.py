@@ -3,17 +3,22 @@
 The run directory must exist; its ``events/`` directory may appear later (the
 sidecar usually starts before the trainer). State is saved every few seconds
 and on SIGINT/SIGTERM in ``<run_dir>/.msdoctor/`` (or ``--state-dir``), so a
-restarted sidecar resumes without losing or double-counting an event.
+restarted sidecar resumes without losing or double-counting an event. SIGHUP
+re-loads the rules; a set with errors is refused and the last good one kept.
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import math
+import signal
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Set, Tuple
+
+import numpy as np
 
 from msdoctor.commands.status import (EXPECTED_RUN_DIR, fmt_num, fmt_rate, fmt_seconds,
                                       run_dir_error)
@@ -75,6 +80,9 @@ class LogReporter:
         self._last_progress = clock()
         self._reported_step: Dict[Tuple[str, int], int] = {}
         self._errors: Dict[str, List[Any]] = {}   # path -> [window start, logged, suppressed, last]
+        self._last_step: Dict[str, int] = {}
+        self._repeats_seen: Dict[str, int] = {}
+        self._repeat_warned: Dict[str, float] = {}
 
     def on_chunk(self, chunk: Chunk, store: Store) -> None:
         key = (chunk.run, chunk.rank)
@@ -100,6 +108,35 @@ class LogReporter:
                             chunk.rank, event.get("step", "?"), event["reason"])
         for error in chunk.errors:
             self._bad_line(error)
+        if chunk.steps is not None and len(chunk.steps):
+            self._repeats(chunk, store)
+
+    def _repeats(self, chunk: Chunk, store: Store) -> None:
+        """Warn (at most once per window per file) when steps went backwards or repeated."""
+        from msdoctor.state import count_repeats
+        state = store.runs[chunk.run].ranks[chunk.rank]
+        total = state.counters["repeated_steps"]
+        steps = chunk.steps.steps
+        before = self._last_step.get(chunk.path)
+        seen = self._repeats_seen.get(chunk.path, total - count_repeats(steps, before))
+        self._repeats_seen[chunk.path] = total
+        self._last_step[chunk.path] = int(steps.max()) if before is None \
+            else max(before, int(steps.max()))
+        if total <= seen:
+            return
+        prev = np.maximum.accumulate(np.concatenate(
+            [[np.iinfo(np.int64).min if before is None else before], steps[:-1]]))
+        where = np.flatnonzero(steps <= prev)
+        detail = (f" (first: step {int(steps[where[0]])} after step {int(prev[where[0]])})"
+                  if where.size else "")
+        now = self.clock()
+        if now - self._repeat_warned.get(chunk.path, -math.inf) < self.window:
+            return
+        self._repeat_warned[chunk.path] = now
+        log.warning("%s: %d repeated or out-of-order step(s)%s: counted in repeated_steps; the "
+                    "buffered points from that step on are replaced (a run resumed from a "
+                    "checkpoint?); further ones in the next %.0f s are only counted",
+                    chunk.path, total - seen, detail, self.window)
 
     def _bad_line(self, error: Any) -> None:
         now = self.clock()
@@ -139,13 +176,72 @@ class LogReporter:
                      state.counters["decode_errors"])
 
 
+class RuleReloader:
+    """A sidecar consumer that re-loads the rules when asked (SIGHUP), in the sidecar thread.
+
+    A rule set with errors is refused as a whole: the engine keeps the last good set and
+    every error is logged with file:line:col. A good set replaces the old one (see
+    :meth:`EngineConsumer.replace_rules` for what happens to the alerts of removed rules).
+    """
+
+    name = "rules-reload"
+
+    def __init__(self, engine: Any, path: Path) -> None:
+        self.engine, self.path = engine, Path(path)
+        self.requested = threading.Event()
+        self.reloads = self.refused = 0
+
+    def request(self, signum: int = 0, _frame: Any = None) -> None:
+        """Signal handler: only flags the request (the reload runs on the next tick)."""
+        self.requested.set()
+
+    def on_tick(self, now: float, store: Store) -> None:
+        if self.requested.is_set():
+            self.requested.clear()
+            self.reload()
+
+    def reload(self) -> bool:
+        from msdoctor.engine.errors import RuleSetError
+        from msdoctor.engine.loader import load_rules
+        old = {r.alert: r for r in self.engine.rules}
+        try:
+            ruleset = load_rules([self.path])
+        except RuleSetError as exc:
+            self.refused += 1
+            for error in exc.errors:
+                log.error("rules reload: %s", error)
+            log.error("rules reload refused: %d error(s) in %s; keeping the previous %d rules",
+                      len(exc.errors), self.path, len(old))
+            return False
+        except OSError as exc:
+            self.refused += 1
+            log.error("rules reload refused: cannot read %s (%s); keeping the previous %d rules",
+                      self.path, exc, len(old))
+            return False
+        new = {r.alert: r for r in ruleset}
+        ended = self.engine.replace_rules(ruleset)
+        self.reloads += 1
+        def same(a: Any, b: Any) -> bool:
+            fields = ("expr", "for_", "keep_firing_for", "labels", "annotations", "action")
+            return all(getattr(a, f) == getattr(b, f) for f in fields)
+        changed = sorted(n for n in new.keys() & old.keys() if not same(new[n], old[n]))
+        log.info("rules reloaded from %s: %d rules (added: %s; removed: %s; changed: %s)%s",
+                 self.path, len(new), ", ".join(sorted(new.keys() - old.keys())) or "none",
+                 ", ".join(sorted(old.keys() - new.keys())) or "none",
+                 ", ".join(changed) or "none",
+                 f"; {len(ended)} alert(s) of removed rules ended" if ended else "")
+        return True
+
+
 def build_consumers(args: argparse.Namespace) -> List[Any]:
     """The consumers serve runs (the rule engine and the exporter join here)."""
     consumers: List[Any] = [LogReporter(progress_every=args.progress_every)]
     ruleset = getattr(args, "ruleset", None)
     if ruleset is not None:
         from msdoctor.engine.consumer import EngineConsumer
-        consumers.append(EngineConsumer(ruleset, args.run_dir))
+        from msdoctor.engine.loader import default_rules_dir
+        engine = EngineConsumer(ruleset, args.run_dir)
+        consumers += [engine, RuleReloader(engine, args.rules or default_rules_dir())]
     return consumers
 
 
@@ -200,6 +296,10 @@ def run(args: argparse.Namespace) -> int:
     log.info("watching %s (state in %s)", args.run_dir / "events", sidecar.state_dir)
     stop = threading.Event()
     stop_on_signals(stop)
+    for consumer in sidecar.consumers:
+        if isinstance(consumer, RuleReloader):
+            signal.signal(signal.SIGHUP, consumer.request)
+            log.info("SIGHUP re-loads the rules from %s", consumer.path)
     try:
         sidecar.run_forever(stop)
     finally:

@@ -35,8 +35,7 @@ class Engine:
 
     def __init__(self, rules: RuleSet | Sequence[Rule], sinks: Iterable[Sink] = (),
                  clock: Callable[[], float] = time.time) -> None:
-        self.rules: List[Rule] = list(rules)
-        self.program = Program(self.rules)
+        self._use_rules(rules)
         self.sinks: List[Sink] = list(sinks)
         self.clock = clock
         self.runs: Dict[str, RunContext] = {}
@@ -44,6 +43,11 @@ class Engine:
         self._reported: Set[Tuple[str, str]] = set()
         self.transitions = 0
         self.rows = 0
+
+    def _use_rules(self, rules: RuleSet | Sequence[Rule]) -> None:
+        """Compile ``rules`` into the program evaluated from now on."""
+        self.rules: List[Rule] = list(rules)
+        self.program = Program(self.rules)
         self._tick_rules = [cr for cr in self.program.rules if cr.rule.time_based]
         self._signal_nodes = [i for i, n in enumerate(self.program.nodes) if isinstance(n, Signal)]
 
@@ -228,6 +232,8 @@ class Engine:
                       fix=annotations.get("fix", ""), runbook_url=annotations.get("runbook_url", ""),
                       labels=labels, annotations=annotations, values=values, action=rule.action)
         self.transitions += 1
+        if self.already_notified(alert):
+            return alert
         for sink in self.sinks:
             try:
                 sink(alert)
@@ -239,6 +245,10 @@ class Engine:
                     self.errors.append(message)
                     log.error("%s", message)
         return alert
+
+    def already_notified(self, alert: Alert) -> bool:
+        """True to keep a transition from the sinks (it was notified before a restart)."""
+        return False
 
     def active(self) -> List[Dict[str, Any]]:
         """Alerts now pending or firing: ``{alert, state, severity, run, rank, since_step}``."""

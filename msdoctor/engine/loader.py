@@ -136,7 +136,14 @@ def check_rules(paths: Sequence[Any]) -> Tuple[RuleSet, List[RuleError]]:
 
 def _load_file(path: str, text: str, errors: List[RuleError], seen_groups: Dict[str, str],
                seen_alerts: Dict[str, str]) -> List[Rule]:
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)      # rejects control characters before parsing
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        col = exc.position - text.rfind("\n", 0, exc.position)
+        errors.append(RuleError(path, line, col, f"invalid YAML: {exc.reason} "
+                                                 f"(character #x{exc.character:04x})"))
+        return []
     try:
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:

@@ -62,24 +62,32 @@ class WindowSource:
 
 
 class Sleeper:
-    """A batch map that sleeps ``ms`` per batch: a slow loader (the ``slow-data`` injection)."""
+    """A batch map that sleeps per batch: a slow loader (the ``slow-data`` injection).
 
-    def __init__(self, ms: float) -> None:
-        self.seconds = ms / 1000.0
+    ``delay`` is milliseconds, or an object whose ``seconds()`` gives the current delay
+    (:class:`trainer_hooks.trainer.injection.LoaderPace`).
+    """
+
+    def __init__(self, delay) -> None:
+        self.delay = delay
 
     def __call__(self, batch: np.ndarray) -> np.ndarray:
-        time.sleep(self.seconds)
+        seconds = self.delay.seconds() if hasattr(self.delay, "seconds") else self.delay / 1000.0
+        time.sleep(seconds)
         return batch
 
 
-def build(source: WindowSource, batch_size: int, workers: int, slow_ms: float = 0.0):
-    """The ``mindspore.dataset`` pipeline: parallel reads, static batches, last partial batch dropped."""
+def build(source: WindowSource, batch_size: int, workers: int, slow_ms=0.0):
+    """The ``mindspore.dataset`` pipeline: parallel reads, static batches, last partial batch dropped.
+
+    ``slow_ms``: a per-batch loader delay (ms, or a ``LoaderPace``); 0 for none.
+    """
     import mindspore.dataset as ds
 
     data = ds.GeneratorDataset(source, column_names=["input_ids"], shuffle=False,
                                num_parallel_workers=workers, python_multiprocessing=False)
     data = data.batch(batch_size, drop_remainder=True)
-    if slow_ms > 0:
+    if hasattr(slow_ms, "seconds") or slow_ms > 0:
         data = data.map(operations=Sleeper(slow_ms), input_columns=["input_ids"],
                         num_parallel_workers=1, python_multiprocessing=False)
     return data

@@ -8,10 +8,15 @@ training run, so the signals the hooks record are what the fault really does:
 - ``periodic@K``: every K-th batch comes from the same corrupt (random-token) shard.
 - ``stall@S``: from step S the learning rate is multiplied by 1e-9 (a unit error, not an
   intended zero): every update falls below fp32 resolution, the weights stop changing.
-- ``slow-data@MS``: the loader sleeps MS ms per batch (one worker): the step waits for data.
+- ``slow-data@MS``: the loader sleeps per batch (one worker) MS ms, and at least
+  ``SLOW_DATA_FACTOR`` times the step's compute time measured in this run, so the step waits for
+  data however loaded the machine is (a loader merely as slow as the compute keeps up).
 - ``lr-high``: the peak learning rate is 30x the preset's: the loss oscillates.
-- ``loss-scale-low``: fp16 with a dynamic loss scale starting at 8 whose growth window is longer
-  than any run (1e6 steps): the scale never moves.
+- ``loss-scale-low``: fp16 with a fixed loss scale of 2^-16 (the reciprocal of the intended
+  2^16, given as a constant instead of the dynamic update cell): the scale never moves and the
+  scaled gradients underflow to zero in fp16, so the loss stays flat. (A fixed scale of 8 does not
+  hurt this small model: its fp16 gradients are large enough.) The run still records the preset's
+  dynamic window as ``loss_scale_window``.
 - ``leak[@MB]``: every step keeps another MB (default 4) of host memory alive.
 - ``hang@S``: step S blocks (process alive, heartbeats go on) until the stop file appears
   or ``--hang-timeout`` seconds pass.
@@ -45,8 +50,8 @@ _FORM = re.compile(r"^(?P<name>[a-z-]+)(?:@(?P<arg>[^@,]*))?$")
 LR_HIGH_FACTOR = 30.0
 LEAK_DEFAULT_MB = 4
 STALL_LR_FACTOR = 1e-9
-LOW_LOSS_SCALE = 8.0
-LOW_LOSS_SCALE_WINDOW = 1_000_000
+LOW_LOSS_SCALE = 2.0 ** -16
+SLOW_DATA_FACTOR = 2.0
 
 
 class InjectionError(ValueError):
@@ -143,8 +148,29 @@ class CorruptShard:
         return self.tokens[(step * 7 + within) % len(self.tokens)]
 
 
-def make_callback(injections: Injections, network, schedule, run_dir: str, hang_timeout: float):
-    """The MindSpore callback applying the step-triggered faults (nan, stall, leak, hang)."""
+class LoaderPace:
+    """The ``slow-data`` delay per batch: ``ms``, and at least ``factor`` x the step's compute.
+
+    The injector callback feeds it each step's compute time (step begin to end, which excludes
+    the wait for data); the loader thread reads :meth:`seconds`. Plain float reads and writes:
+    no lock needed between the two threads.
+    """
+
+    def __init__(self, ms: float, factor: float = SLOW_DATA_FACTOR) -> None:
+        self.floor, self.factor = ms / 1000.0, factor
+        self.compute_s = 0.0
+
+    def note_compute(self, seconds: float) -> None:
+        """One step's compute time (an EWMA, so one slow step does not stall the loader)."""
+        self.compute_s = seconds if not self.compute_s else 0.8 * self.compute_s + 0.2 * seconds
+
+    def seconds(self) -> float:
+        return max(self.floor, self.factor * self.compute_s)
+
+
+def make_callback(injections: Injections, network, schedule, run_dir: str, hang_timeout: float,
+                  pace: Optional[LoaderPace] = None):
+    """The MindSpore callback applying the step-triggered faults (nan, stall, leak, hang, slow-data)."""
     from mindspore import Tensor
     from mindspore.train import Callback
 
@@ -155,9 +181,12 @@ def make_callback(injections: Injections, network, schedule, run_dir: str, hang_
             super().__init__()
             self.kept: List[np.ndarray] = []       # the leak: never released
             self.stop_path = os.path.join(run_dir, "control", "stop.json")
+            self.begun = 0.0
+            self.timed = 0
 
         def on_train_step_begin(self, run_context) -> None:
             step = run_context.original_args().cur_step_num
+            self.begun = time.perf_counter()
             if step == injections.nan:
                 norm = next(p for p in network.trainable_params() if "norm_out" in p.name)
                 norm.set_data(Tensor(np.full(norm.shape, np.nan, np.float32)))
@@ -167,6 +196,10 @@ def make_callback(injections: Injections, network, schedule, run_dir: str, hang_
                 self._hang()
 
         def on_train_step_end(self, run_context) -> None:
+            if pace is not None:
+                self.timed += 1
+                if self.timed > 1:                 # the first step includes the graph compile
+                    pace.note_compute(time.perf_counter() - self.begun)
             if injections.leak:
                 self.kept.append(np.ones(injections.leak * (1 << 20) // 8, np.float64))
 

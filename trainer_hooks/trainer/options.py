@@ -50,6 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="sample the relative weight update every N steps (default 10)")
     add("--hang-timeout", type=float, default=600.0, metavar="S",
         help="hang@STEP blocks at most S seconds (or until the stop file appears)")
+    add("--hang-after-s", type=float, metavar="S",
+        help="seconds without a step after which the doctor calls the run hung, declared in "
+             "run_start.expect.hang_after_s (default: the preset's; tiny 60, small 180, else 900)")
     add("--heartbeat-s", type=float, default=10.0, metavar="S",
         help="seconds between the hooks' heartbeat events (default 10)")
     add("--expect-tokens-per-s", type=float, metavar="X",
@@ -85,6 +88,8 @@ def validate(args: argparse.Namespace) -> None:
         raise UsageError(f"--lr must be a positive number, got {args.lr}")
     if args.heartbeat_s <= 0:
         raise UsageError(f"--heartbeat-s must be positive seconds, got {args.heartbeat_s}")
+    if args.hang_after_s is not None and not args.hang_after_s > 0:
+        raise UsageError(f"--hang-after-s must be positive seconds, got {args.hang_after_s}")
     if args.hang_timeout <= 0:
         raise UsageError(f"--hang-timeout must be positive seconds, got {args.hang_timeout}")
 

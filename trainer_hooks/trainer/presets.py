@@ -28,6 +28,8 @@ class Preset:
     save_every: int      # default checkpoint interval in optimizer steps
     n_kv_heads: int = 0  # 0: same as num_heads
     cpu_ok: bool = False  # fits and runs at a usable speed on a CPU
+    loss_scale_window: int = 1000   # fp16 dynamic loss scaling: clean steps before the scale doubles
+    hang_after_s: float = 0.0       # seconds without a step that mean "hung" (0: the rules' 900 s)
     notes: str = ""
 
     def llama_fields(self) -> Dict[str, object]:
@@ -47,11 +49,13 @@ class Preset:
 PRESETS: Dict[str, Preset] = {p.name: p for p in (
     Preset("tiny", num_layers=2, hidden_size=128, num_heads=4, intermediate_size=384,
            vocab_size=2048, seq_length=64, micro_batch=8, grad_accum=1, lr=1e-3,
-           precision="fp32", steps=200, save_every=50, cpu_ok=True,
+           precision="fp32", steps=200, save_every=50, cpu_ok=True, loss_scale_window=50,
+           hang_after_s=60.0,
            notes="~0.95M parameters; tests and the demo (CPU, >= 5 steps/s)"),
     Preset("small", num_layers=4, hidden_size=256, num_heads=8, intermediate_size=768,
            vocab_size=8192, seq_length=128, micro_batch=8, grad_accum=2, lr=6e-4,
-           precision="fp32", steps=2000, save_every=250, cpu_ok=True,
+           precision="fp32", steps=2000, save_every=250, cpu_ok=True, loss_scale_window=200,
+           hang_after_s=180.0,
            notes="~7.4M parameters; a longer CPU run"),
     Preset("llama-1b", num_layers=16, hidden_size=2048, num_heads=16, intermediate_size=5632,
            vocab_size=32000, seq_length=2048, micro_batch=2, grad_accum=32, lr=3e-4,

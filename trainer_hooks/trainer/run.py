@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
 from trainer_hooks.trainer import options, rundir, schedule
-from trainer_hooks.trainer.injection import LOW_LOSS_SCALE, LOW_LOSS_SCALE_WINDOW, LR_HIGH_FACTOR
+from trainer_hooks.trainer.injection import LOW_LOSS_SCALE, LR_HIGH_FACTOR
 from trainer_hooks.trainer.presets import PRESETS, Preset, parameter_count
 
 ADAM_BETAS = (0.9, 0.95)
 WEIGHT_DECAY = 0.1
 CLIP_NORM = 1.0
 LOSS_SCALE_START = 2.0 ** 16
-LOSS_SCALE_WINDOW = 1000
 
 
 @dataclass
@@ -42,6 +41,7 @@ class Plan:
     world: int
     run_dir: Path
     cell_calls_per_step: int   # 1, or grad_accum with the accum-mismatch fault
+    hang_after_s: Optional[float] = None   # run_start.expect.hang_after_s (None: not declared)
 
     @property
     def samples_per_call(self) -> int:
@@ -82,7 +82,8 @@ def make_plan(args) -> Plan:
     return Plan(preset, steps, precision, grad_accum, args.micro_batch or preset.micro_batch, lr,
                 schedule.warmup_steps(steps), args.save_every or min(preset.save_every, steps),
                 rank, world, run_dir.resolve(),
-                grad_accum if inj.accum_mismatch else 1)
+                grad_accum if inj.accum_mismatch else 1,
+                args.hang_after_s or preset.hang_after_s or None)
 
 
 def describe(plan: Plan, args, data: Dict[str, Any], run_id: str) -> Dict[str, Any]:
@@ -102,8 +103,10 @@ def describe(plan: Plan, args, data: Dict[str, Any], run_id: str) -> Dict[str, A
         "lr": plan.lr, "lr_schedule": {"kind": "warmup_cosine", "warmup_steps": plan.warmup,
                                        "min_lr": plan.lr * 0.1},
         "clip_norm": CLIP_NORM,
-        "loss_scaling": {"kind": "dynamic", "init": scale[0], "factor": 2, "window": scale[1]}
-        if scale else {"kind": "none"},
+        "loss_scaling": {"kind": "dynamic" if scale[2] else "fixed", "init": scale[0],
+                         "factor": 2, "window": scale[1]} if scale else {"kind": "none"},
+        # the job's time scale for its loss scale to move (rules read it: LossScaleStuck)
+        **({"loss_scale_window": scale[1]} if scale else {}),
         "seed": args.seed, "rank_seed": args.seed + plan.rank,
         "parallel": {"mode": "stand_alone" if plan.world == 1 else "data_parallel",
                      "device_num": plan.world},
@@ -116,12 +119,16 @@ def describe(plan: Plan, args, data: Dict[str, Any], run_id: str) -> Dict[str, A
 
 
 def loss_scale_of(plan: Plan, args) -> Optional[tuple]:
-    """(initial scale, growth window) of fp16 dynamic loss scaling; None without loss scaling."""
+    """(initial scale, growth window, dynamic?) of fp16 loss scaling; None without loss scaling.
+
+    The window is the preset's (a short run needs a short one to let the scale move); with
+    ``loss-scale-low`` the cell gets a fixed low scale instead of the dynamic update cell.
+    """
     if plan.precision != "fp16":
         return None
     if args.injections.loss_scale_low:
-        return LOW_LOSS_SCALE, LOW_LOSS_SCALE_WINDOW
-    return LOSS_SCALE_START, LOSS_SCALE_WINDOW
+        return LOW_LOSS_SCALE, plan.preset.loss_scale_window, False
+    return LOSS_SCALE_START, plan.preset.loss_scale_window, True
 
 
 def _versions() -> Dict[str, str]:

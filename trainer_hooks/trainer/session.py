@@ -78,22 +78,20 @@ class Session:
         ms.set_seed(self.args.seed + plan.rank)
         np.random.seed(self.args.seed + plan.rank)
         self.network = model.build_llama(plan.preset, plan.precision, self.args.device)
-        import os as _os  # EXPERIMENT-TEMP
-        _w = int(_os.environ.get("EXP_WARMUP", plan.warmup)); _b2 = float(_os.environ.get("EXP_B2", ADAM_BETAS[1]))
-        _b1 = float(_os.environ.get("EXP_B1", ADAM_BETAS[0]))
-        CLIP = None if _os.environ.get("EXP_NOCLIP") else CLIP_NORM
-        self.schedule = schedule.make_schedule(plan.lr, plan.steps, _w, float(_os.environ.get("EXP_FLOOR", 0.1)))
+        self.schedule = schedule.make_schedule(plan.lr, plan.steps, plan.warmup)
         optimizer = nn.AdamWeightDecay(param_groups(self.network), learning_rate=self.schedule,
-                                       beta1=_b1, beta2=_b2, eps=1e-8)
+                                       beta1=ADAM_BETAS[0], beta2=ADAM_BETAS[1], eps=1e-8)
         scale = loss_scale_of(plan, self.args)
-        sense = nn.DynamicLossScaleUpdateCell(scale[0], 2, scale[1]) if scale else None
+        sense = None
+        if scale:
+            sense = nn.DynamicLossScaleUpdateCell(scale[0], 2, scale[1]) if scale[2] else scale[0]
         if inj.accum_mismatch:
             from trainer_hooks.trainer.cell import MicroStepTrainCell
 
             cell = MicroStepTrainCell(self.network, optimizer, plan.grad_accum, sense, CLIP_NORM)
         else:
             loss_net = model.micro_batch_loss(self.network, plan.micro_batch, plan.grad_accum)
-            cell = DoctorTrainOneStepCell(loss_net, optimizer, sense, CLIP)
+            cell = DoctorTrainOneStepCell(loss_net, optimizer, sense, CLIP_NORM)
         cell.set_train()
         return cell
 
@@ -122,11 +120,12 @@ class Session:
         end = min(calls_total, start + args.stop_after) if args.stop_after else calls_total
         source = dataset.WindowSource(self.token_file.ids, plan.preset.seq_length, samples, start,
                                       end - start, args.seed, plan.rank, plan.world, corrupt)
-        data = dataset.build(source, samples, args.workers, slow_ms=inj.slow_data or 0)
+        pace = injection.LoaderPace(inj.slow_data) if inj.slow_data else None
+        data = dataset.build(source, samples, args.workers, slow_ms=pace or 0)
         callbacks = [StepOrigin(start)]
         if inj:
             callbacks.append(injection.make_callback(inj, self.network, self.schedule,
-                                                     str(plan.run_dir), args.hang_timeout))
+                                                     str(plan.run_dir), args.hang_timeout, pace))
         if not args.no_hooks:
             from trainer_hooks.callback import DoctorCallback
 
@@ -134,7 +133,8 @@ class Session:
                 str(plan.run_dir), rank=plan.rank, world_size=plan.world, run=self.config["run"],
                 config=self.config, tokens_per_step=samples * plan.preset.seq_length,
                 grad_accum=plan.grad_accum, precision=plan.precision,
-                expect_tokens_per_s=args.expect_tokens_per_s, update_every=args.update_every,
+                expect_tokens_per_s=args.expect_tokens_per_s,
+                expect={"hang_after_s": plan.hang_after_s}, update_every=args.update_every,
                 heartbeat_s=args.heartbeat_s))
         callbacks.append(checkpoint.make_callback(cell, plan.run_dir, plan.rank, plan.save_every,
                                                   args.keep, samples, end))

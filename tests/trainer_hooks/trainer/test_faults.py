@@ -33,11 +33,10 @@ def test_slow_data_makes_the_run_loader_bound(runs):
     assert per_step > 0.15 * 0.9              # slow-data@150: one batch per 150 ms at best
 
 
-@pytest.mark.xfail(strict=True, reason="on MindSpore 2.9 CPU (non-sink) the loader's wait is "
-                   "spent inside the step, not between step end and step begin, so the hooks' "
-                   "data_wait_s stays ~1 ms; needs a fix in the hooks' wait measurement")
 def test_slow_data_makes_the_step_wait_for_the_loader(runs):
-    got = steps(runs["spike-slow"])[20:]
+    # the loader takes >= 2x the step's measured compute, so about half of each step (or more,
+    # on an idle machine where 150 ms dominates) is spent between step end and next step begin
+    got = steps(runs["spike-slow"])[40:]
     waits = [value(e, "data_wait_s") for e in got]
     shares = [value(e, "data_wait_s") / value(e, "step_time_s") for e in got]
     assert np.median(waits) > 0.05 and np.median(shares) > 0.3
@@ -53,16 +52,18 @@ def test_periodic_gives_loss_spikes_at_multiples_of_k(runs):
 
 
 def test_stall_drives_the_update_ratio_to_zero_after_its_step(runs):
-    ratio = series(runs["stall-leak"], "update_ratio")
+    ratio = series(runs["stall"], "update_ratio")
     assert all(ratio[s] > 1e-5 for s in ratio if s < 60)
     assert [ratio[s] for s in ratio if s > 60] and all(ratio[s] < 1e-8 for s in ratio if s > 60)
 
 
 def test_leak_grows_host_memory_every_step(runs):
-    rss = series(runs["stall-leak"], "mem_host_rss_bytes")
+    rss = series(runs["long"], "mem_host_rss_bytes")
+    clean = series(runs["clean-long"], "mem_host_rss_bytes")
     xs = np.array(sorted(rss))[20:]
     slope = np.polyfit(xs, [rss[s] for s in xs], 1)[0]
-    assert slope > 3.5 * 2 ** 20                     # leak@4: ~4 MiB per step
+    clean_slope = np.polyfit(xs, [clean[s] for s in xs], 1)[0]
+    assert slope > 0.9 * 2 ** 20 > 10 * clean_slope      # leak@1: ~1 MiB per step
 
 
 def test_hang_stops_the_steps_while_heartbeats_go_on(runs):
@@ -70,7 +71,7 @@ def test_hang_stops_the_steps_while_heartbeats_go_on(runs):
     evs = events(run)
     t19 = next(e["t"] for e in evs if e["type"] == "step" and e["step"] == 19)
     t20 = next(e["t"] for e in evs if e["type"] == "step" and e["step"] == 20)
-    assert t20 - t19 >= 5.5                         # hang@20 with --hang-timeout 6
+    assert t20 - t19 >= 9.5                         # hang@20 with --hang-timeout 10
     beats = [e for e in evs if e["type"] == "heartbeat" and t19 < e["t"] < t20]
     assert len(beats) >= 5                          # --heartbeat-s 0.5
 
@@ -85,16 +86,21 @@ def test_accum_mismatch_logs_micro_batches_as_steps(runs):
     assert config["global_batch"] * config["seq_length"] == 4 * 8 * 64
 
 
-def test_loss_scale_low_keeps_fp16_loss_scaling_at_its_low_start(runs):
+def test_loss_scale_low_keeps_a_fixed_fp16_scale_so_low_that_the_loss_stays_flat(runs):
     run = runs["scale-low"]
-    assert json.loads((run / "config.json").read_text())["precision"] == "fp16"
-    assert set(series(run, "loss_scale").values()) == {8.0}
+    config = json.loads((run / "config.json").read_text())
+    assert config["precision"] == "fp16" and config["loss_scaling"]["kind"] == "fixed"
+    assert config["loss_scale_window"] == 50                 # the tiny preset's window
+    assert set(series(run, "loss_scale").values()) == {2.0 ** -16}
+    loss = series(run, "loss")
+    first, last = np.mean([loss[s] for s in range(1, 21)]), np.mean([loss[s] for s in range(221, 241)])
+    assert last > first - 0.1                                 # underflowed gradients: no learning
 
 
 def test_lr_high_runs_30x_the_learning_rate_and_ends_above_the_clean_loss(runs):
-    high, clean = series(runs["lr-high"], "loss"), series(runs["clean"], "loss")
-    lr_high, lr_clean = series(runs["lr-high"], "lr"), series(runs["clean"], "lr")
+    high, clean = series(runs["long"], "loss"), series(runs["clean-long"], "loss")
+    lr_high, lr_clean = series(runs["long"], "lr"), series(runs["clean-long"], "lr")
     assert all(lr_high[s] == pytest.approx(30 * lr_clean[s], rel=1e-4) for s in lr_clean)
-    tail_high = np.mean([high[s] for s in range(150, 201)])
-    tail_clean = np.mean([clean[s] for s in range(150, 201)])
+    tail_high = np.mean([high[s] for s in range(1300, 1451)])
+    tail_clean = np.mean([clean[s] for s in range(1300, 1451)])
     assert tail_high > tail_clean

@@ -1,11 +1,11 @@
 """The shipped rules fire by name on each fault's real run (``msdoctor replay RUN_DIR --json``).
 
 Separate from the spool-level tests: these need the engine, the shipped rules and the replay
-command. Faults whose rules need windows far longer than a CI run (LossScaleStuck: 3000 steps,
-JobHung: 900 s, MemoryGrowth: ~1200 steps, LossOscillating: > 600 steps) are checked at the spool
-level only (test_faults.py).
+command. Rules whose time scale depends on the job read what the run declares (the trainer's
+tiny preset: ``run_start.config.loss_scale_window`` 50, ``run_start.expect.hang_after_s``).
+JobHung is judged on the clock while the run is alive, so its run is watched by a live
+``msdoctor serve`` and checked in the sidecar's ``alerts.jsonl``.
 """
-import importlib.util
 import json
 import os
 import subprocess
@@ -14,56 +14,76 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("msdoctor.commands.replay") is None,
-                       reason="msdoctor replay is not written yet"),
-]
+from trainer_runs import LONG, events, journal
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def replay(run_dir: Path) -> list:
-    """Alerts of ``msdoctor replay --json`` as dicts with ``alertname``, ``severity``, ``step``."""
+    """Alerts of ``msdoctor replay --json``: ``alertname``, ``severity`` and ``step``, the step
+    at which the alert started firing (after its ``for:``)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-m", "msdoctor", "replay", str(run_dir), "--json"],
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode in (0, 1), done.stderr[-2000:]
     data = json.loads(done.stdout)
-    raw = data.get("alerts", data) if isinstance(data, dict) else data
-    found = []
-    for alert in raw:
-        labels = alert.get("labels") or {}
-        found.append({
-            "alertname": alert.get("alertname") or alert.get("alert") or alert.get("rule")
-            or labels.get("alertname"),
-            "severity": alert.get("severity") or labels.get("severity"),
-            "step": alert.get("first_step", alert.get("step")),
-        })
-    return found
+    return [{"alertname": a["alert"], "severity": a["severity"], "step": a["step"]}
+            for a in data["alerts"]]
 
 
-def fired(run_dir: Path, name: str) -> list:
-    return sorted(a["step"] for a in replay(run_dir) if a["alertname"] == name
+_replayed = {}
+
+
+def alerts(runs, name: str) -> list:
+    """The replayed alerts of run ``name`` (each run replayed once per session)."""
+    if name not in _replayed:
+        _replayed[name] = replay(runs[name])
+    return _replayed[name]
+
+
+def fired(runs, run: str, name: str) -> list:
+    return sorted(a["step"] for a in alerts(runs, run) if a["alertname"] == name
                   and a["step"] is not None)
 
 
 @pytest.mark.parametrize("run, alert, first, last", [
     ("nan", "LossNonFinite", 30, 30),
-    ("spike-slow", "LossSpike", 210, 210),      # robust_z(loss, 200) needs 200 steps first
-    pytest.param("spike-slow", "DataLoaderStarved", 50, 230, marks=pytest.mark.xfail(
-        strict=True, reason="data_wait_s reads ~1 ms on MindSpore 2.9 CPU non-sink: the loader's "
-                            "wait lands inside the step (see test_faults)")),
-    ("periodic", "LossSpikesPeriodic", 250, 360),  # spikes detectable from step 201 on
-    ("stall-leak", "UpdatesStalled", 60, 170),
-    ("accum", "StepCountMismatch", 1, 48),
+    ("spike-slow", "LossSpike", 210, 210),           # robust_z(loss, 200) needs 200 steps first
+    ("spike-slow", "DataLoaderStarved", 101, 230),   # median over 200 steps, then for: 100 steps
+    ("periodic", "LossSpikesPeriodic", 250, 360),    # spikes detectable from step 201 on
+    ("stall", "UpdatesStalled", 60, 170),
+    ("accum", "StepCountMismatch", 11, 48),          # for: 10 steps
+    ("scale-low", "LossScaleStuck", 151, 240),       # 3 declared windows of 50, loss flat
+    ("long", "MemoryGrowth", 1401, LONG),            # baseline over steps 501-1000, for: 400
 ])
 def test_the_named_rule_fires_on_the_faults_real_run(runs, run, alert, first, last):
-    steps = fired(runs[run], alert)
-    assert steps, f"{alert} did not fire on {run}: {replay(runs[run])}"
+    steps = fired(runs, run, alert)
+    assert steps, f"{alert} did not fire on {run}: {alerts(runs, run)}"
     assert first <= steps[0] <= last, (alert, steps)
 
 
-def test_a_clean_run_fires_no_warning_or_critical_alert(runs):
-    loud = [a for a in replay(runs["clean"]) if a["severity"] in ("warning", "critical")]
+@pytest.mark.xfail(strict=True, reason="lr-high does not make the tiny Llama oscillate by 10 % "
+                   "of its level (LossOscillating's threshold): with AdamW a too-high LR collapses "
+                   "the loss to a flat unigram-level plateau; tried peak LR 0.01-0.2 with and "
+                   "without warm-up and clipping, beta2 0.95/0.999: residual std 2-7 % of level")
+def test_lr_high_makes_the_loss_oscillate(runs):
+    assert fired(runs, "long", "LossOscillating")
+
+
+def test_a_hang_fires_job_hung_on_the_live_sidecar_at_the_last_step_before_it(runs):
+    run = runs["hang"]
+    hung = [a for a in journal(run) if a["alert"] == "JobHung"]
+    firing = [a for a in hung if a["state"] == "firing"]
+    assert firing, f"JobHung did not fire: {journal(run)}"
+    assert firing[0]["step"] == 19 and firing[0]["severity"] == "critical"
+    t = {e["step"]: e["t"] for e in events(run) if e["type"] == "step"}
+    assert t[19] + 3 < firing[0]["t"] < t[20]        # --hang-after-s 3, hang@20 for 10 s
+    assert [a["state"] for a in hung][-1] == "resolved"   # steps resumed, then the run ended
+
+
+@pytest.mark.parametrize("run", ["clean", "clean-long"])
+def test_a_clean_run_fires_no_warning_or_critical_alert(runs, run):
+    loud = [a for a in alerts(runs, run) if a["severity"] in ("warning", "critical")]
     assert loud == []

@@ -1,0 +1,85 @@
+"""Shared helpers of the reliability tests: real ``msdoctor serve`` processes, waiting."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+from tests.servers import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Serve:
+    """One ``msdoctor serve`` subprocess on a free loopback port; stderr goes to a file."""
+
+    def __init__(self, run_dir: Path, log: Path, *extra: str) -> None:
+        self.port = free_port()
+        self.log = log
+        self._fh = open(log, "ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "msdoctor", "serve", "--run-dir", str(run_dir), "--listen",
+             f"127.0.0.1:{self.port}", "--poll", "0.05", "--progress-every", "3600", *extra],
+            cwd=ROOT, stdout=self._fh, stderr=self._fh)
+
+    def get(self, path: str) -> Any:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=10) as r:
+            return json.loads(r.read())
+
+    def up(self) -> bool:
+        try:
+            self.get("/api/v1/status")
+            return True
+        except OSError:
+            return False
+
+    def kill9(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+        self._fh.close()
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=60)
+        self._fh.close()
+        return code
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 60.0, every: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(every)
+    return False
+
+
+def spool_lines(run_dir: Path) -> List[Dict[str, Any]]:
+    out = []
+    for path in sorted((run_dir / "events").glob("rank-*.jsonl")):
+        out += [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+    return out
+
+
+def toy_training(run_dir: Path, cwd: Path, *args: str) -> subprocess.Popen:
+    """``python -m trainer_hooks.toy`` (real MindSpore, GRAPH mode, CPU) in its own process."""
+    cwd.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GLOG_v": "3"}
+    return subprocess.Popen([sys.executable, "-m", "trainer_hooks.toy", "--run-dir", str(run_dir),
+                             *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def alert_lines(run_dir: Path) -> Optional[List[bytes]]:
+    path = run_dir / "alerts.jsonl"
+    return path.read_bytes().splitlines(keepends=True) if path.exists() else None

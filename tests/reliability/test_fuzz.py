@@ -1,0 +1,177 @@
+"""Fuzzing (hypothesis) of everything that reads untrusted text: the event decoders, the spool
+tailer + store, the rule loader and the expression parser. Only the project's typed errors
+(``EventError``, ``RuleSetError``, ``ExprError``) may come out, never another exception."""
+from __future__ import annotations
+
+import json
+import random
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from msdoctor.daemon import Sidecar
+from msdoctor.engine.errors import ExprError, RuleSetError
+from msdoctor.engine.expr import parse
+from msdoctor.engine.loader import default_rules_dir, load_rules
+from msdoctor.events import EventError, decode, encode, make
+from msdoctor.spool import decode_line
+
+# ast.parse warns about e.g. "1and" before the parser rejects it; not an error
+pytestmark = pytest.mark.filterwarnings("ignore::SyntaxWarning")
+FUZZ = settings(deadline=None, max_examples=2000, suppress_health_check=list(HealthCheck))
+KINDS = ["run_start", "step", "checkpoint", "run_end", "heartbeat", "stop", "other"]
+FIELDS = ["v", "type", "rank", "step", "t", "run", "loss", "grad_norm", "loss_scale", "lr",
+          "tokens", "step_time_s", "data_wait_s", "update_ratio", "overflow", "status", "config",
+          "expect", "world_size", "path", "reason", "micro_steps", "mem_host_rss_bytes", "x"]
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70),
+                    st.floats(allow_nan=False, allow_infinity=False),
+                    st.sampled_from(["nan", "inf", "-inf", "", "1", "completed", "failed"]),
+                    st.text(max_size=8))
+JSONISH = st.recursive(SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+    max_leaves=6)
+EVENTS = st.builds(
+    lambda kind, rank, extra, v: {"v": v, "type": kind, "rank": rank, **extra},
+    st.sampled_from(KINDS), st.one_of(st.just(0), st.integers(-3, 3), SCALARS),
+    st.dictionaries(st.sampled_from(FIELDS), st.one_of(SCALARS, JSONISH), max_size=6),
+    st.one_of(st.just(1), SCALARS))
+
+
+def mutate(data: bytes, rnd: random.Random) -> bytes:
+    """Flip, cut, duplicate or insert bytes of a valid line."""
+    data = bytearray(data)
+    for _ in range(rnd.randint(1, 4)):
+        op, i = rnd.randrange(4), rnd.randrange(len(data) + 1)
+        if op == 0 and i < len(data):
+            data[i] = rnd.randrange(256)
+        elif op == 1:
+            del data[i:i + rnd.randint(1, 8)]
+        elif op == 2:
+            data[i:i] = data[max(0, i - 8):i]
+        else:
+            data[i:i] = rnd.choice([b"\xff", b"\x00", b'"', b"{", b"}", b",", b"nan", b"1e999",
+                                    b"\\ud800", b"[", b"-"])
+    return bytes(data)
+
+
+@FUZZ
+@given(st.binary(max_size=300))
+def test_the_event_decoders_raise_only_event_error_on_random_bytes(line):
+    for decoder in (decode, decode_line):
+        try:
+            event = decoder(line)
+        except EventError:
+            continue
+        assert isinstance(event, dict) and event["v"] == 1
+
+
+@FUZZ
+@given(EVENTS, st.randoms(use_true_random=False))
+def test_the_event_decoders_raise_only_event_error_on_odd_and_mutated_events(event, rnd):
+    line = json.dumps(event).encode()
+    for candidate in (line, mutate(line, rnd)):
+        results = []
+        for decoder in (decode, decode_line):
+            try:
+                results.append(("ok", decoder(candidate)))
+            except EventError as exc:
+                results.append(("error", str(exc)))
+        assert results[0][0] == results[1][0]          # both paths agree on good vs bad
+
+
+@settings(deadline=None, max_examples=400, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.one_of(st.binary(max_size=120),
+                          EVENTS.map(lambda e: json.dumps(e).encode() + b"\n")), max_size=40),
+       st.randoms(use_true_random=False))
+def test_the_tailer_and_the_store_survive_any_spool_bytes(parts, rnd):
+    good = [encode(make("step", 0, step=n, t=float(n), loss=1.0)) for n in range(1, 4)]
+    blob = b"".join(good + [mutate(p, rnd) if p and rnd.random() < 0.3 else p for p in parts]
+                    + [encode(make("step", 0, step=10**6, t=1.0, loss=2.0))])
+    with tempfile.TemporaryDirectory() as tmp:
+        spool = Path(tmp) / "events" / "rank-0.jsonl"
+        spool.parent.mkdir()
+        cut = rnd.randrange(len(blob) + 1)
+        spool.write_bytes(blob[:cut])                   # written in two pieces, cut anywhere
+        sidecar = Sidecar(tmp, persist=False)
+        sidecar.poll_once()
+        with open(spool, "ab") as fh:
+            fh.write(blob[cut:])
+        while sidecar.poll_once():
+            pass
+        ranks = list(sidecar.store.ranks())
+        assert ranks and any(state.last_step is not None for _, _, state in ranks)
+
+
+SHIPPED = sorted(default_rules_dir().glob("*.yaml"))
+
+
+def load_text(text: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "rules.yaml"
+        path.write_text(text, encoding="utf-8", errors="surrogatepass")
+        try:
+            load_rules([path])
+        except RuleSetError as exc:
+            assert exc.errors and all(str(path) in str(e) for e in exc.errors)
+
+
+@settings(deadline=None, max_examples=1000, suppress_health_check=list(HealthCheck))
+@given(st.text(max_size=400))
+def test_the_rule_loader_raises_only_rule_set_error_on_random_text(text):
+    load_text(text)
+
+
+@settings(deadline=None, max_examples=600, suppress_health_check=list(HealthCheck))
+@given(st.recursive(SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=4),
+    st.dictionaries(st.sampled_from(["version", "groups", "name", "rules", "alert", "expr", "for",
+                                     "keep_firing_for", "labels", "annotations", "severity",
+                                     "summary", "action", "values", "value", "x"]),
+                    inner, max_size=5)), max_leaves=20))
+def test_the_rule_loader_raises_only_rule_set_error_on_random_yaml_documents(doc):
+    import yaml
+    load_text(yaml.safe_dump(doc))
+
+
+@settings(deadline=None, max_examples=800, suppress_health_check=list(HealthCheck))
+@given(st.sampled_from(SHIPPED), st.randoms(use_true_random=False))
+def test_the_rule_loader_raises_only_rule_set_error_on_mutated_shipped_rules(path, rnd):
+    text = path.read_text()
+    lines = text.splitlines(keepends=True)
+    for _ in range(rnd.randint(1, 3)):
+        i = rnd.randrange(len(lines))
+        op = rnd.randrange(5)
+        if op == 0:
+            del lines[i]
+        elif op == 1:
+            lines[i] = " " * rnd.randint(0, 6) + lines[i].lstrip()        # break indentation
+        elif op == 2:
+            k = rnd.randrange(len(lines[i]) + 1)
+            lines[i] = lines[i][:k] + rnd.choice(["__import__('os')", ".__class__", "**99",
+                                                  "(" * 50, "{{", "[", ": ", "'", "lambda: 1",
+                                                  "&anchor", "*alias", "!!python/object"]) \
+                + lines[i][k:]
+        elif op == 3:
+            lines.insert(i, lines[rnd.randrange(len(lines))])                # duplicate a line
+        else:
+            k = rnd.randrange(len(lines[i]) + 1)
+            lines[i] = lines[i][:k]                                          # cut a line
+    load_text("".join(lines))
+
+
+TOKENS = ["loss", "grad_norm", "mean(", "robust_z(", "nonfinite(", "(", ")", ",", "+", "-",
+          "*", "/", "**", "%", "<", ">=", "==", "and", "or", "not", "1", "2.5", "1e308", "nan",
+          "inf", "true", "__import__", ".", "[", "]", "lambda", ":", "for", "in", "x", "'s'",
+          "9", " ", "expected(", "config(", "rank_median(", "seconds_since_step()"]
+
+
+@settings(deadline=None, max_examples=3000, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.sampled_from(TOKENS), max_size=30).map("".join) | st.text(max_size=60))
+def test_the_expression_parser_raises_only_expr_error(text):
+    try:
+        parse(text)
+    except ExprError as exc:
+        assert str(exc)
