@@ -26,6 +26,9 @@ from msdoctor.spool import DEFAULT_POLL_BYTES, Chunk, SpoolTailer
 from msdoctor.state import DEFAULT_CAPACITY, Store
 
 log = logging.getLogger("msdoctor.sidecar")
+#: Periodic snapshots wait at least this many times as long as the last one took (<= ~10 %
+#: of the sidecar's time goes to snapshots, however big the state).
+SNAPSHOT_BUDGET = 10.0
 
 
 def consumer_name(consumer: Any, taken: Set[str]) -> str:
@@ -70,6 +73,7 @@ class Sidecar:
         self.tailer = SpoolTailer(self.run_dir)
         self.restored: Optional[snapshot.Snapshot] = None
         self.last_snapshot: Optional[float] = None
+        self.snapshot_seconds = 0.0     # how long the last snapshot took to write
         if persist:
             self._restore(capacity)
 
@@ -100,6 +104,7 @@ class Sidecar:
 
     def save_snapshot(self) -> Optional[Path]:
         """Write offsets + state + consumer states now; None when it could not be written."""
+        started = time.perf_counter()
         states: Dict[str, Any] = {}
         for name, consumer in zip(self._names, self.consumers):
             if hasattr(consumer, "state_dict"):
@@ -114,7 +119,17 @@ class Sidecar:
                               "cannot write the snapshot in %s: %s", self.state_dir, exc)
             return None
         self.last_snapshot = self.clock()
+        self.snapshot_seconds = time.perf_counter() - started
         return path
+
+    def snapshot_due(self) -> bool:
+        """Time for a periodic snapshot: ``snapshot_interval`` has passed, and at least
+        ``SNAPSHOT_BUDGET`` times as long as the last one took (a big state would otherwise
+        be saved back to back and starve ingest)."""
+        if self.last_snapshot is None:
+            return False
+        wait = max(self.snapshot_interval, SNAPSHOT_BUDGET * self.snapshot_seconds)
+        return self.clock() - self.last_snapshot >= wait
 
     # -- loop -----------------------------------------------------------------
     def poll_once(self) -> List[Chunk]:
@@ -145,7 +160,7 @@ class Sidecar:
         try:
             while not stop_event.is_set():
                 chunks = self.poll_once()
-                if self.persist and self.clock() - self.last_snapshot >= self.snapshot_interval:
+                if self.persist and self.snapshot_due():
                     self.save_snapshot()
                 if not chunks:
                     stop_event.wait(self.poll_interval)

@@ -24,7 +24,7 @@ from msdoctor.commands.status import (EXPECTED_RUN_DIR, fmt_num, fmt_rate, fmt_s
                                       run_dir_error)
 from msdoctor.daemon import Sidecar, stop_on_signals
 from msdoctor.spool import Chunk
-from msdoctor.state import Store
+from msdoctor.state import Store, count_repeats
 
 HELP = "Run the sidecar: tail a run directory's event spool, keep state, log progress."
 log = logging.getLogger("msdoctor.serve")
@@ -34,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         f"{HELP} The run directory must exist ({EXPECTED_RUN_DIR}); if events/ is not there yet, "
         "serve waits for it. State is saved in <run_dir>/.msdoctor/ every few seconds and on "
-        "SIGINT/SIGTERM; a restarted serve resumes from it.")
+        "SIGINT/SIGTERM; a restarted serve resumes from it. SIGHUP re-loads --rules: a set with "
+        "errors is refused (each error logged with file:line:col) and the last good set kept.")
     parser.add_argument("--run-dir", required=True, type=Path, metavar="DIR",
                         help="the run directory to watch")
     parser.add_argument("--state-dir", type=Path, metavar="D",
@@ -113,7 +114,6 @@ class LogReporter:
 
     def _repeats(self, chunk: Chunk, store: Store) -> None:
         """Warn (at most once per window per file) when steps went backwards or repeated."""
-        from msdoctor.state import count_repeats
         state = store.runs[chunk.run].ranks[chunk.rank]
         total = state.counters["repeated_steps"]
         steps = chunk.steps.steps

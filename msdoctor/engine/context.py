@@ -60,8 +60,12 @@ def pack(value: Any) -> Any:
     """A JSON-able copy of an operator state (arrays tagged, non-finite floats as strings)."""
     if isinstance(value, np.ndarray):
         kind = "i" if value.dtype.kind in "iu" else "f"
-        return {"__array__": kind, "data": [pack(float(x)) if kind == "f" else int(x)
-                                            for x in value.tolist()]}
+        if kind == "i":
+            return {"__array__": kind, "data": value.astype(np.int64).tolist()}
+        floats = value.astype(np.float64)
+        if np.isfinite(floats).all():                    # the common case: plain numbers
+            return {"__array__": kind, "data": floats.tolist()}
+        return {"__array__": kind, "data": [pack(x) for x in floats.tolist()]}
     if isinstance(value, float):
         if math.isfinite(value):
             return value

@@ -32,14 +32,15 @@ STEP = ('{"v":1,"type":"step","rank":%d,"step":%d,"t":%.3f,"loss":%.6f,"grad_nor
         '"data_wait_s":0.002,"mem_host_rss_bytes":%d}\n')
 
 
-def write_rank(path: Path, rank: int, world: int, first: int, last: int, start: bool) -> int:
-    t0 = 1_732_900_000.0
+def write_rank(path: Path, rank: int, world: int, first: int, last: int, start: bool,
+               t0: float, dt: float) -> int:
+    """Steps ``first..last`` of one rank at times ``t0 + dt * step`` (plus run_start)."""
     with open(path, "a", encoding="ascii") as fh:
         if start:
             fh.write(json.dumps({"v": 1, "type": "run_start", "rank": rank, "run": "soak",
                                  "t": t0, "world_size": world,
                                  "config": {"model": "llama2_7b", "seq_length": 4096}}) + "\n")
-        fh.write("".join(STEP % (rank, s, t0 + 0.4 * s, 10.0 / (1 + 0.001 * s) + 0.01 * (s % 7),
+        fh.write("".join(STEP % (rank, s, t0 + dt * s, 10.0 / (1 + 0.001 * s) + 0.01 * (s % 7),
                                  1.0 + 0.01 * (s % 13), 0.4 + 0.001 * (s % 5),
                                  30_000_000_000 + rank)
                          for s in range(first, last + 1)))
@@ -72,8 +73,8 @@ def serve_sidecar(run_dir: Path):
 
 def drain(sidecar) -> None:
     sidecar.last_snapshot = sidecar.clock()
-    while sidecar.poll_once():
-        if sidecar.clock() - sidecar.last_snapshot >= sidecar.snapshot_interval:
+    while sidecar.poll_once():                  # the loop of Sidecar.run_forever
+        if sidecar.snapshot_due():
             sidecar.save_snapshot()
 
 
@@ -83,7 +84,9 @@ def fleet(ranks: int, steps: int) -> None:
     run_dir = Path(tempfile.mkdtemp(prefix="msdoctor-soak-fleet-"))
     (run_dir / "events").mkdir()
     t = time.perf_counter()
-    lines = sum(write_rank(run_dir / "events" / f"rank-{r}.jsonl", r, ranks, 1, steps, True)
+    dt = 60.0 / steps                     # the run's steps span the last minute: no hang alerts
+    t0 = time.time() - dt * steps
+    lines = sum(write_rank(run_dir / "events" / f"rank-{r}.jsonl", r, ranks, 1, steps, True, t0, dt)
                 for r in range(ranks))
     size = sum(f.stat().st_size for f in (run_dir / "events").iterdir())
     print(f"fleet: wrote {ranks} ranks x {steps} steps = {lines} lines, {size / 2**30:.2f} GiB "
@@ -104,9 +107,10 @@ def fleet(ranks: int, steps: int) -> None:
         per = []
         for i in range(5):
             first = sidecar.store.runs["soak"].ranks[0].last_step + 1
+            t0 = time.time() - dt * (first + k)
             for r in range(ranks):
                 write_rank(run_dir / "events" / f"rank-{r}.jsonl", r, ranks, first, first + k - 1,
-                           False)
+                           False, t0, dt)
             w = time.perf_counter()
             chunks = sidecar.poll_once()
             per.append(time.perf_counter() - w)
@@ -141,15 +145,18 @@ def long(steps: int) -> None:
     sidecar, _ = serve_sidecar(run_dir)
     marks = {}
     wall = time.perf_counter()
-    block = 50_000
+    block, dt = 50_000, 60.0 / steps
     for first in range(1, steps + 1, block):
-        write_rank(spool, 0, 1, first, min(steps, first + block - 1), first == 1)
+        last = min(steps, first + block - 1)
+        write_rank(spool, 0, 1, first, last, first == 1, time.time() - dt * last, dt)
         drain(sidecar)
         done = sidecar.store.runs["soak"].ranks[0].last_step
         for mark in (100_000, 250_000, 500_000, 1_000_000, steps):
             if done >= mark and mark not in marks:
                 marks[mark] = rss_mb()
     wall = time.perf_counter() - wall
+    state = sidecar.store.runs["soak"].ranks[0]
+    assert state.counters["steps"] == steps and state.last_step == steps, state.counters
     print(f"long: 1 rank x {steps} steps in {wall:.0f} s (writing included); RSS after " +
           ", ".join(f"{m // 1000}k steps {v:.0f} MiB" for m, v in sorted(marks.items())) +
           f"; peak {peak_mb():.0f} MiB; spool {spool.stat().st_size / 2**20:.0f} MiB")

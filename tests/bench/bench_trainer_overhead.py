@@ -99,6 +99,8 @@ def main() -> int:
         spread = f"{min(rates[name]):.1f}-{max(rates[name]):.1f}"
         print(f"  {name:<24} {value:7.2f} steps/s  (rounds {spread})  "
               f"slowdown vs no hooks {slowdown:+.2f} %")
+    for name, values in rates.items():
+        print(f"  rounds of {name:<24} " + " ".join(f"{v:.2f}" for v in values))
     hooks = (base / median["msdoctor hooks"] - 1.0) * 100.0
     print(f"msdoctor hooks overhead: {hooks:+.2f} % (target <= 1 %)")
     return 0

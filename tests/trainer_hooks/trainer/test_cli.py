@@ -22,6 +22,7 @@ def msdoctor(*argv, cwd):
     (["--inject", "explode"], "valid forms: nan@STEP, spike@STEP, periodic@K, stall@STEP"),
     (["--precision", "fp8"], "unknown precision 'fp8'; valid: fp32, fp16, bf16"),
     (["--steps", "0"], "--steps must be a positive integer, got 0"),
+    (["--hang-after-s", "0"], "--hang-after-s must be positive seconds, got 0.0"),
 ])
 def test_bad_options_get_one_line_and_exit_status_2(tmp_path, argv, expected):
     done = msdoctor(*argv, "--run-dir", str(tmp_path / "run"), cwd=tmp_path)

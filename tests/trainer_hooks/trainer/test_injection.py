@@ -38,3 +38,15 @@ def test_the_corrupt_shard_replaces_exactly_the_named_steps():
     assert window.shape == (9,) and window.min() >= 2 and window.max() < 100
     again = CorruptShard(parse("periodic@5"), vocab_size=100, window=9, seed=1)
     assert np.array_equal(again(10, 3), window)
+
+
+def test_the_slow_data_delay_is_its_floor_or_twice_the_measured_compute_whichever_is_longer():
+    from trainer_hooks.trainer.injection import LoaderPace
+
+    pace = LoaderPace(150)
+    assert pace.seconds() == pytest.approx(0.150)           # nothing measured yet
+    pace.note_compute(0.030)                                # an idle machine: the floor rules
+    assert pace.seconds() == pytest.approx(0.150)
+    for _ in range(50):
+        pace.note_compute(0.130)                            # a loaded machine: 2x the compute
+    assert pace.seconds() == pytest.approx(0.260, rel=1e-3)

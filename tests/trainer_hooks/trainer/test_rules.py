@@ -56,7 +56,7 @@ def fired(runs, run: str, name: str) -> list:
     ("stall", "UpdatesStalled", 60, 170),
     ("accum", "StepCountMismatch", 11, 48),          # for: 10 steps
     ("scale-low", "LossScaleStuck", 151, 240),       # 3 declared windows of 50, loss flat
-    ("long", "MemoryGrowth", 1401, LONG),            # baseline over steps 501-1000, for: 400
+    ("long", "MemoryGrowth", 1400, LONG),            # baseline over steps 501-1000, for: 400
 ])
 def test_the_named_rule_fires_on_the_faults_real_run(runs, run, alert, first, last):
     steps = fired(runs, run, alert)
@@ -83,7 +83,19 @@ def test_a_hang_fires_job_hung_on_the_live_sidecar_at_the_last_step_before_it(ru
     assert [a["state"] for a in hung][-1] == "resolved"   # steps resumed, then the run ended
 
 
-@pytest.mark.parametrize("run", ["clean", "clean-long"])
-def test_a_clean_run_fires_no_warning_or_critical_alert(runs, run):
-    loud = [a for a in alerts(runs, run) if a["severity"] in ("warning", "critical")]
+def test_a_clean_run_fires_no_warning_or_critical_alert(runs):
+    loud = [a for a in alerts(runs, "clean") if a["severity"] in ("warning", "critical")]
     assert loud == []
+
+
+def test_the_long_clean_run_fires_nothing_but_gradient_spikes_the_corpus_really_causes(runs):
+    # The stdlib corpus holds outlier windows (e.g. comment rulers of 60 '/'): over 1450 steps
+    # one such batch gives a real gradient-norm spike (clipped, the loss does not move), and
+    # GradNormSpike says so. Every such alert must be a real spike: > 4x the median grad norm.
+    loud = [a for a in alerts(runs, "clean-long") if a["severity"] in ("warning", "critical")]
+    assert [a for a in loud if a["alertname"] != "GradNormSpike"] == []
+    norm = {e["step"]: float(e["grad_norm"]) for e in events(runs["clean-long"])
+            if e["type"] == "step"}
+    for a in loud:
+        before = [norm[s] for s in range(a["step"] - 200, a["step"]) if s in norm]
+        assert norm[a["step"]] > 4 * sorted(before)[len(before) // 2], a
