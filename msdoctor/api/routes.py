@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import parse_qs, unquote
 
 from msdoctor.api import views
+from msdoctor.api.overview import MAX_SPARK_POINTS, overview
 from msdoctor.api.schema import openapi
 
 PREFIX = "/api/v1"
@@ -94,6 +95,7 @@ class Api:
             (re.compile(rf"/runs/{seg}/ranks/{seg}"), self._rank),
             (re.compile(rf"/runs/{seg}/ranks/{seg}/series"), self._rank_series),
             (re.compile(rf"/runs/{seg}/series"), self._run_series),
+            (re.compile(rf"/runs/{seg}/overview"), self._overview),
             (re.compile(r"/alerts"), self._alerts),
             (re.compile(r"/alerts/history"), self._history),
         ]
@@ -150,6 +152,12 @@ class Api:
                              f"got {len(signals)}")
         since, max_points = self._window(query)
         return views.run_series(self.ctx.store, run, signals[0], since, max_points)
+
+    def _overview(self, query: Dict[str, List[str]], run: str) -> Dict[str, Any]:
+        spark = _one(query, "spark")
+        points = _int(query, "spark_points", 16, 0, MAX_SPARK_POINTS)
+        return overview(self.ctx.store, self.ctx.feed, run, _signals(query), spark or None,
+                        points)
 
     def _alerts(self, query: Dict[str, List[str]]) -> Dict[str, Any]:
         state = _one(query, "state") or "active"

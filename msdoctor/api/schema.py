@@ -73,6 +73,26 @@ SCHEMAS: Dict[str, Any] = {
         "run": {"type": "string"}, "signal": {"type": "string"}, "since": {"type": "integer"},
         "ranks": {"type": "object", "additionalProperties": _ref("Series"),
                   "description": "rank number (as a string) -> series"}}),
+    "Overview": _obj(["run", "ranks", "status", "last_step", "age_s", "latest", "alerts",
+                      "alerts_version"], {
+        "run": {"type": "string"},
+        "ranks": {"type": "array", "items": {"type": "integer"},
+                  "description": "rank numbers, ascending; every other array is aligned to it"},
+        "status": {"type": "array", "items": {"type": "string"}},
+        "last_step": {"type": "array", "items": {"type": "integer", "nullable": True}},
+        "age_s": {"type": "array", "items": {"type": "number", "nullable": True}},
+        "latest": {"type": "object", "additionalProperties": {
+            "type": "array", "items": {**NUMBER, "nullable": True}},
+            "description": "signal -> latest value per rank (null: never recorded)"},
+        "alerts": _obj(["firing", "pending"], {
+            "firing": {"type": "array", "items": {"type": "integer"}},
+            "pending": {"type": "array", "items": {"type": "integer"}}}),
+        "alerts_version": {"type": "string", "description": "changes whenever the active "
+                           "alerts or the alert history change"},
+        "spark": _obj(["signal", "points", "values"], {
+            "signal": {"type": "string"}, "points": {"type": "integer"},
+            "values": {"type": "array", "items": {"type": "array", "items": NUMBER}}},
+            description="the last `points` values of `signal` per rank (when `spark` is given)")}),
     "Alert": _obj(["alert", "state", "severity", "run", "rank", "step", "first_step", "value",
                    "summary", "cause", "fix", "runbook_url", "t"], {
         "alert": {"type": "string"}, "state": {"type": "string",
@@ -146,6 +166,16 @@ def openapi() -> Dict[str, Any]:
                 "One signal of every rank of a run since a step", "RunSeries",
                 [RUN, {**SIGNAL, "required": True,
                        "description": "signal name (exactly one)"}, SINCE, MAX_POINTS]),
+            "/api/v1/runs/{run}/overview": _get(
+                "Every rank of a run in parallel arrays: status, latest values, alert counts, "
+                "a sparkline", "Overview",
+                [RUN, {**SIGNAL, "description": "signals for `latest`; repeat or comma-separate "
+                       "(default: all)"},
+                 _param("spark", "query", {"type": "string"},
+                        "signal whose last points per rank to add as `spark`"),
+                 _param("spark_points", "query", {"type": "integer", "minimum": 0,
+                                                  "maximum": 256, "default": 16},
+                        "how many last points per rank for `spark`")]),
             "/api/v1/alerts": _get("Active alerts with summary, cause and fix", "AlertList", [
                 _param("state", "query", {"type": "string", "enum": ["active", "firing",
                                                                      "pending"],

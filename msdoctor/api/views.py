@@ -132,8 +132,12 @@ def ranks(store: Any, feed: Any, run_id: str) -> Dict[str, Any]:
     run_state = _run_state(store, run_id)
     active = feed.active() if feed is not None else []
     now = time.time()
-    return {"run": run_id, "ranks": [rank_view(run_id, run_state.ranks[r], active, now)
-                                     for r in sorted(list(run_state.ranks))]}
+    by_rank: Dict[Any, List[Dict[str, Any]]] = {}     # one pass, not one per rank
+    for a in active:
+        if a.get("run") == run_id:
+            by_rank.setdefault(a.get("rank"), []).append(a)
+    return {"run": run_id, "ranks": [rank_view(run_id, run_state.ranks[r], by_rank.get(r, ()),
+                                               now) for r in sorted(list(run_state.ranks))]}
 
 
 def rank(store: Any, feed: Any, run_id: str, rank_id: int) -> Dict[str, Any]:

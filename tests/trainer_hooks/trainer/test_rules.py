@@ -88,14 +88,6 @@ def test_a_clean_run_fires_no_warning_or_critical_alert(runs):
     assert loud == []
 
 
-def test_the_long_clean_run_fires_nothing_but_gradient_spikes_the_corpus_really_causes(runs):
-    # The stdlib corpus holds outlier windows (e.g. comment rulers of 60 '/'): over 1450 steps
-    # one such batch gives a real gradient-norm spike (clipped, the loss does not move), and
-    # GradNormSpike says so. Every such alert must be a real spike: > 4x the median grad norm.
+def test_the_long_clean_run_fires_no_warning_or_critical_alert(runs):
     loud = [a for a in alerts(runs, "clean-long") if a["severity"] in ("warning", "critical")]
-    assert [a for a in loud if a["alertname"] != "GradNormSpike"] == []
-    norm = {e["step"]: float(e["grad_norm"]) for e in events(runs["clean-long"])
-            if e["type"] == "step"}
-    for a in loud:
-        before = [norm[s] for s in range(a["step"] - 200, a["step"]) if s in norm]
-        assert norm[a["step"]] > 4 * sorted(before)[len(before) // 2], a
+    assert loud == []
