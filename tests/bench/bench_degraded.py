@@ -10,7 +10,8 @@ larger configuration, GRAPH mode, CPU) in ONE process, rounds interleaved betwee
   else a file-size limit cannot be scoped to the hooks, and that case is skipped.
 
 Each round's rate is timed by a clock callback placed last, from the end of the round's first
-step to the end of its last. Prints the median (and min-max) per case, the slowdowns of the medians, and the median of the
+step to the end of its last; the process CPU time per step is taken over the same span (less
+sensitive than wall time to other work on a shared machine). Prints the median (and min-max) per case, the slowdowns of the medians, and the median of the
 per-round ratios (rounds are adjacent in time, so this pairing cancels most of the drift of a
 shared machine).
 Target: failing hooks cost <= 1 % against writing hooks.
@@ -56,8 +57,8 @@ def full_tmpfs(base: Path):
 
 def main() -> int:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cli.add_argument("--rounds", type=int, default=6, help="rounds per case (default 6)")
-    cli.add_argument("--steps", type=int, default=40, help="steps per round (default 40)")
+    cli.add_argument("--rounds", type=int, default=16, help="rounds per case (default 16)")
+    cli.add_argument("--steps", type=int, default=15, help="steps per round (default 15)")
     opts = cli.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="msdoctor-bench-degraded-"))
     os.chdir(scratch)
@@ -73,7 +74,7 @@ def main() -> int:
             self.times = []
 
         def on_train_step_end(self, run_context) -> None:
-            self.times.append(time.perf_counter())
+            self.times.append((time.perf_counter(), time.process_time()))
 
     built = toy_module.build(toy_module.LARGE)
     blocker = scratch / "not-a-directory"
@@ -84,6 +85,7 @@ def main() -> int:
     if mount is not None:
         cases["hooks, disk full"] = mount / "run"
     rates = {name: [] for name in cases}
+    cpu = {name: [] for name in cases}                # process CPU seconds per step
     counters = {name: [0, 0, 0] for name in cases}     # emitted, written, dropped
     toy_module.train(None, 10, toy=built, hooks=False)  # compile + warm up
     try:
@@ -95,7 +97,9 @@ def main() -> int:
                 summary = toy_module.train(str(run_dir) if run_dir else None, opts.steps,
                                            toy=built, hooks=run_dir is not None,
                                            callbacks=[clock])
-                rates[name].append((len(clock.times) - 1) / (clock.times[-1] - clock.times[0]))
+                (w0, c0), (w1, c1) = clock.times[0], clock.times[-1]
+                rates[name].append((len(clock.times) - 1) / (w1 - w0))
+                cpu[name].append((c1 - c0) / (len(clock.times) - 1))
                 doctor = summary["callback"]
                 if doctor is not None and doctor.emitter is not None:
                     e = doctor.emitter
@@ -115,8 +119,10 @@ def main() -> int:
     for name, values in rates.items():
         med = statistics.median(values)
         paired = statistics.median(w / v for w, v in zip(writing, values))   # same round
-        extra_pair = f"  paired slowdown vs writing (median of per-round ratios) " \
-                     f"{100 * (paired - 1):+6.2f} %"
+        cpu_paired = statistics.median(v / w for w, v in zip(cpu["hooks writing"], cpu[name]))
+        extra_pair = (f"  paired slowdown vs writing (median of per-round ratios): wall "
+                      f"{100 * (paired - 1):+6.2f} %, CPU per step {100 * (cpu_paired - 1):+6.2f} %"
+                      f" (median {statistics.median(cpu[name]) * 1e3:.0f} ms CPU/step)")
         emitted, written, dropped = counters[name]
         extra = f"  events emitted {emitted} written {written} dropped {dropped}" if emitted else ""
         print(f"{name:26s} {med:7.2f} steps/s (min {min(values):.2f}, max {max(values):.2f})  "
