@@ -11,6 +11,7 @@ bounded before and during parsing, so no input can exhaust the parser.
 from __future__ import annotations
 
 import ast
+import warnings
 import math
 from typing import List, Optional
 
@@ -60,7 +61,9 @@ def parse(text: str) -> Node:
     if _nesting(text) > MAX_DEPTH:
         raise ExprError(f"expression nested too deeply: more than {MAX_DEPTH} levels of brackets")
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        with warnings.catch_warnings():   # e.g. "1and": Python warns; the whitelist decides
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         offset = max((exc.offset or 1) - 1, 0)
         raise ExprError(f"invalid syntax: {exc.msg}", offset) from None
