@@ -20,7 +20,7 @@ from msdoctor.api.views import _run_state, number, numbers
 MAX_SPARK_POINTS = 256
 
 
-def alerts_version(feed: Any) -> str:
+def alerts_version(feed: Any, active: Optional[List[Dict[str, Any]]] = None) -> str:
     """A token that changes whenever the feed's active set or history changes.
 
     Uses the feed's ``version`` counter when it has one, else a fingerprint of its
@@ -32,7 +32,7 @@ def alerts_version(feed: Any) -> str:
         return f"v{version}"
     last = feed.history(1)
     newest = last[-1] if last else {}
-    active = feed.active()
+    active = feed.active() if active is None else active
     keys = ("t", "alert", "run", "rank", "state", "step", "value")
     return "f" + "|".join(str(newest.get(k)) for k in keys) + f"|{len(active)}"
 
@@ -81,7 +81,7 @@ def overview(store: Any, feed: Any, run_id: str, signals: Sequence[str], spark: 
         "age_s": [None if s.t is None else now - s.t for s in states],
         "latest": {name: _column([s.latest.get(name) for s in states]) for name in names},
         "alerts": {"firing": [firing[r] for r in ids], "pending": [pending[r] for r in ids]},
-        "alerts_version": alerts_version(feed),
+        "alerts_version": alerts_version(feed, active),
     }
     if spark:
         body["spark"] = {"signal": spark, "points": spark_points,

@@ -22,6 +22,7 @@ class AlertBook:
     def __init__(self, history: int = 1000) -> None:
         self._active: Dict[Key, Dict[str, Any]] = {}
         self._history: Deque[Dict[str, Any]] = deque(maxlen=history)
+        self.version = 0                # counts transitions: the API's alerts_version
 
     def __call__(self, transition: Any) -> None:
         self.add(transition)
@@ -31,6 +32,7 @@ class AlertBook:
         rank = d.get("rank")
         key = (str(d.get("alert", "")), str(d.get("run", "")), rank if isinstance(rank, int) else None)
         self._history.append(d)
+        self.version += 1
         if d.get("state") in ACTIVE_STATES:
             previous = self._active.get(key)
             d["active_since"] = previous.get("active_since") if previous else d.get("t")

@@ -13,6 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
 from msdoctor.tui import format as fmt
@@ -74,6 +75,7 @@ class AlertsPane(Vertical):
         self.shown: List[AlertItem] = []
         self.filter_text = ""
         self.show_silenced = False
+        self._stale = False
 
     def compose(self) -> ComposeResult:
         yield Static("", id="alerts-summary")
@@ -86,19 +88,32 @@ class AlertsPane(Vertical):
         return self.query_one("#alerts-table", DataTable)
 
     def show(self, items: Sequence[AlertItem]) -> None:
-        """Show ``items``; the table is rebuilt only when they changed (1000s of rows)."""
+        """Show ``items``; the table is rebuilt only when they changed (1000s of rows),
+        and while the pane is hidden only when it is shown again (:meth:`flush`)."""
         items = list(items)
         signature = [(a.key, a.state, a.step, a.first_step, a.t) for a in items]
         if signature == self._signature and self.table.row_count:
             return
         self.items, self._signature = items, signature
-        self._redraw()
+        if self._visible():
+            self._redraw()
+        else:
+            self._stale = True
+
+    def flush(self) -> None:
+        """Draw what :meth:`show` was given while the pane was hidden."""
+        if self._stale:
+            self._redraw()
+
+    def _visible(self) -> bool:
+        return all(node.display for node in self.ancestors_with_self if isinstance(node, Widget))
 
     def set_filter(self, text: str) -> None:
         self.filter_text = text
         self._redraw()
 
     def _redraw(self) -> None:
+        self._stale = False
         table = self.table
         keep = self.shown[table.cursor_row].key if self.shown and 0 <= table.cursor_row < len(
             self.shown) else None

@@ -184,6 +184,8 @@ class DoctorApp(App[None]):
         self.query_one("#filter", Input).display = bool(self.filters.get(pane))
         self.query_one("#filter", Input).value = self.filters.get(pane, "")
         self._focus_pane(pane)
+        if pane == "alerts":
+            self.query_one(AlertsPane).flush()
         if pane == "charts" and self.poll:
             self._next_try = 0.0
             self._tick()

@@ -7,9 +7,8 @@ identical snapshots.
 from __future__ import annotations
 
 import math
-from collections import deque
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from msdoctor.tui.model import (AlertItem, ChartData, RankRow, RunSummary, Snapshot, judge,
                                 worst, _median)
@@ -18,7 +17,10 @@ from msdoctor.tui.model import (AlertItem, ChartData, RankRow, RunSummary, Snaps
 CHART_SIGNALS = ("loss", "grad_norm", "loss_scale", "tokens_per_s", "mem_device_bytes",
                  "mem_host_rss_bytes")
 SPARK_SIGNAL = "loss"
-SPARK_POINTS = 16                # the sparkline shows about the last this many steps
+SPARK_POINTS = 16                # the sparkline shows the last this many points
+#: The latest values the rank table and the health judgement read (``columns.py``, ``judge``).
+ROW_SIGNALS = ("loss", "grad_norm", "loss_scale", "tokens_per_s", "step_time_s",
+               "data_wait_share", "mem_device_bytes", "mem_host_rss_bytes", "update_ratio")
 CHART_POINTS = 400
 HISTORY_LIMIT = 1000
 
@@ -59,10 +61,12 @@ def number(value: Any) -> Optional[float]:
     return None
 
 
-def _float(value: Any) -> float:
-    """A wire number as a float (NaN when it is not one)."""
-    v = number(value)
-    return math.nan if v is None else v
+_WIRE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}   # non-finite on the wire
+
+
+def _value(value: Any) -> Optional[float]:
+    """A wire value as a float (``"nan"`` decoded); None stays None (not recorded)."""
+    return _WIRE.get(value) if type(value) is str else number(value)
 
 
 def alert_item(d: Mapping[str, Any]) -> AlertItem:
@@ -84,7 +88,7 @@ class ApiReader:
         self.get = get
         self.label = label
         self.empty_hint = empty_hint
-        self._sparks: Dict[Tuple[str, str], list] = {}   # (run, signal) -> [last step, rings]
+        self._alerts: Dict[str, tuple] = {}    # run -> (alerts_version, active, history, resolved)
 
     def read(self, request: Request = Request()) -> Snapshot:
         runs = self.get("/runs", {}).get("runs", [])
@@ -93,13 +97,11 @@ class ApiReader:
             return Snapshot(source=self.label, empty_hint=self.empty_hint)
         run_view = next((r for r in runs if r["run"] == request.run), runs[-1])
         run = str(run_view["run"])
-        active = tuple(alert_item(a) for a in self.get("/alerts", {"run": run}).get("alerts", []))
-        history = self._history(run)
-        active_keys = {a.key for a in active}
-        resolved = self._resolved(history, active_keys)
-        ranks = self.get(f"/runs/{run}/ranks", {}).get("ranks", [])
-        spark = self._spark(run, request.spark_signal, ranks)
-        rows = judge([self._row(r, active, spark.get(r["rank"], ())) for r in ranks])
+        view = self.get(f"/runs/{run}/overview", {
+            "signal": ",".join(ROW_SIGNALS), "spark": request.spark_signal,
+            "spark_points": SPARK_POINTS})
+        active, history, resolved = self._alert_lists(run, view.get("alerts_version"))
+        rows = judge(self._rows(view, active))
         summary = self._summary(run_view, rows, active)
         charts = None
         if request.charts:
@@ -111,6 +113,18 @@ class ApiReader:
                         empty_hint="" if rows else self.empty_hint)
 
     # -- parts -----------------------------------------------------------------
+    def _alert_lists(self, run: str, version: Optional[str]) -> tuple:
+        """Active alerts, history and resolved alerts of ``run``, fetched again only when
+        the overview's ``alerts_version`` says the feed changed."""
+        cached = self._alerts.get(run)
+        if cached is not None and version is not None and cached[0] == version:
+            return cached[1:]
+        active = tuple(alert_item(a) for a in self.get("/alerts", {"run": run}).get("alerts", []))
+        history = self._history(run)
+        resolved = self._resolved(history, {a.key for a in active})
+        self._alerts[run] = (version, active, history, resolved)
+        return active, history, resolved
+
     def _history(self, run: str) -> List[AlertItem]:
         body = self.get("/alerts/history", {"run": run, "limit": HISTORY_LIMIT})
         return [alert_item(a) for a in body.get("transitions", [])]
@@ -135,47 +149,36 @@ class ApiReader:
             done.append(replace(shown, state="resolved", t=a.t))
         return tuple(sorted(done, key=lambda a: -(a.t or 0.0)))
 
-    def _spark(self, run: str, signal: str, ranks: Sequence[Mapping[str, Any]]) -> Dict[int, tuple]:
-        """The last ``SPARK_POINTS`` values of ``signal`` per rank, fetched incrementally:
-        after the first read only the steps since the previous refresh are asked for."""
-        steps = [r["last_step"] for r in ranks if isinstance(r.get("last_step"), int)]
-        if not steps:
-            return {}
-        newest = max(steps)
-        key = (run, signal)
-        cache = self._sparks.get(key)
-        if cache is None or newest < cache[0]:           # first read, or the run went back
-            cache = self._sparks[key] = [newest - SPARK_POINTS, {}]
-        since = cache[0] + 1
-        rings: Dict[int, Deque[float]] = cache[1]
-        if since <= newest:
-            try:
-                body = self.get(f"/runs/{run}/series", {"signal": signal, "since": since,
-                                                         "max_points": SPARK_POINTS})
-            except NotFoundError:
-                body = {}
-            for rank, series in body.get("ranks", {}).items():
-                ring = rings.get(int(rank))
-                if ring is None:
-                    ring = rings[int(rank)] = deque(maxlen=SPARK_POINTS)
-                ring.extend(v if type(v) is float else _float(v)
-                            for v in series.get("values", ()))
-            cache[0] = newest
-        return {rank: tuple(ring) for rank, ring in rings.items()}
-
     @staticmethod
-    def _row(view: Mapping[str, Any], active: Sequence[AlertItem], spark: tuple) -> RankRow:
-        rank = int(view["rank"])
-        mine = [a for a in active if a.rank == rank]
-        values = {k: x if type(x) is float else _float(x)
-                  for k, x in view.get("latest", {}).items()}
-        return RankRow(
-            rank=rank, status=str(view.get("status") or "running"), last_step=view.get("last_step"),
-            age_s=number(view.get("age_s")), values=values,
-            firing=sum(1 for a in mine if a.state == "firing"),
-            pending=sum(1 for a in mine if a.state == "pending"),
-            critical=sum(1 for a in mine if a.state == "firing" and a.severity == "critical"),
-            spark=spark, alerts=tuple(sorted({a.alert for a in mine})))
+    def _rows(view: Mapping[str, Any], active: Sequence[AlertItem]) -> List[RankRow]:
+        """One row per rank from the overview's parallel arrays."""
+        mine: Dict[Optional[int], List[AlertItem]] = {}
+        for a in active:
+            mine.setdefault(a.rank, []).append(a)
+        columns = [(name, [v if type(v) is float or v is None else _value(v) for v in values])
+                   for name, values in (view.get("latest") or {}).items()]
+        spark = (view.get("spark") or {}).get("values") or ()
+        rows = []
+        for i, (rank, status, step, age) in enumerate(zip(
+                view.get("ranks", ()), view.get("status", ()), view.get("last_step", ()),
+                view.get("age_s", ()))):
+            values = {}
+            for name, column in columns:
+                v = column[i]
+                if v is not None:
+                    values[name] = v
+            theirs = mine.get(rank, ())
+            points = spark[i] if i < len(spark) else ()
+            rows.append(RankRow(
+                rank=int(rank), status=str(status or "running"), last_step=step,
+                age_s=number(age), values=values,
+                firing=sum(1 for a in theirs if a.state == "firing"),
+                pending=sum(1 for a in theirs if a.state == "pending"),
+                critical=sum(1 for a in theirs if a.state == "firing"
+                             and a.severity == "critical"),
+                spark=tuple(v if type(v) is float else _WIRE.get(v, math.nan) for v in points),
+                alerts=tuple(sorted({a.alert for a in theirs})) if theirs else ()))
+        return rows
 
     @staticmethod
     def _summary(view: Mapping[str, Any], rows: Sequence[RankRow],

@@ -144,6 +144,7 @@ def _check(schema, value, schemas, where):
     ("/api/v1/runs/run-a/ranks", ""), ("/api/v1/runs/run-a/ranks/1", ""),
     ("/api/v1/runs/run-a/ranks/1/series", "max_points=10"),
     ("/api/v1/runs/run-a/series", "signal=loss"), ("/api/v1/alerts", ""),
+    ("/api/v1/runs/run-a/overview", "spark=loss"),
     ("/api/v1/alerts/history", "")])
 def test_every_response_matches_its_documented_schema(env, path, query):
     api, _, _ = env

@@ -171,6 +171,20 @@ async def test_silencing_an_alert_hides_it_locally_until_shown_again():
         assert len(pane.shown) == 3
 
 
+async def test_the_alerts_table_is_built_when_its_pane_opens_not_while_it_is_hidden():
+    app = app_with()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.refresh_data()
+        pane = app.query_one("#alerts-pane")
+        assert pane.table.row_count == 0            # hidden: no rebuild on every refresh
+        await pilot.press("3")
+        assert pane.table.row_count == 3
+        await pilot.press("1")
+        await app.refresh_data()
+        await pilot.press("3")
+        assert pane.table.row_count == 3
+
+
 async def test_the_alert_filter_matches_names_and_summaries():
     app = app_with()
     async with app.run_test(size=(100, 30)) as pilot:

@@ -13,6 +13,7 @@ import spool_factory
 from msdoctor.daemon import Sidecar
 from msdoctor.engine import default_rules_dir, load_rules
 from msdoctor.engine.consumer import EngineConsumer
+from msdoctor.events import encode
 from msdoctor.exporter.endpoint import Endpoint
 from msdoctor.tui.app import DoctorApp
 from msdoctor.tui.ranktable import RankTable
@@ -148,3 +149,37 @@ async def test_the_tui_opens_on_an_unreachable_url_with_a_banner_and_a_hint():
         assert "cannot reach the sidecar at " + url in str(app.query_one("#banner").render())
         empty = str(app.query_one("#empty").render())
         assert "msdoctor serve --run-dir" in empty and "msdoctor tui --run-dir" in empty
+
+
+def test_the_sparkline_shows_the_last_16_losses_of_every_rank(tmp_path):
+    run_dir = tmp_path / "run"
+    spool_factory.write_run(run_dir, ranks=range(3), steps=40, t0=1_000_000.0)
+    source = EmbeddedSource(run_dir)
+    snap = source.fetch()
+    for row in snap.ranks:
+        series = source.sidecar.store.runs["run-a"].ranks[row.rank].series["loss"]
+        assert row.spark == tuple(series.values[-16:].tolist())
+    line = encode(spool_factory.step("run-a", 1, 41, 1_000_100.0, loss=math.nan))
+    with spool_factory.rank_file(run_dir, 1).open("ab") as f:
+        f.write(line)
+    row = source.fetch().ranks[1]
+    assert len(row.spark) == 16 and math.isnan(row.spark[-1])
+    assert row.spark[:-1] == snap.ranks[1].spark[1:]
+
+
+def test_alerts_are_fetched_again_only_when_the_feed_changed(nan_run):
+    source = EmbeddedSource(nan_run)
+    paths = []
+    get = source.reader.get
+    source.reader.get = lambda path, params: paths.append(path) or get(path, params)
+    first = source.fetch()
+    assert "/alerts" in paths and "/alerts/history" in paths
+    paths.clear()
+    again = source.fetch()
+    assert paths == ["/runs", "/runs/run-a/overview"] and again.active == first.active
+    source.feed.add({"alert": "JobHung", "state": "firing", "severity": "critical",
+                     "run": "run-a", "rank": 2, "step": 50, "summary": "no step", "t": 5.0})
+    paths.clear()
+    snap = source.fetch()
+    assert "/alerts" in paths
+    assert "JobHung" in next(r for r in snap.ranks if r.rank == 2).alerts
