@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
-from typing import Callable, Dict
+from typing import Callable, Dict, List
 
 import yaml
 from grafana_foundation_sdk.builders.dashboard import Dashboard
@@ -62,3 +63,16 @@ def render_all() -> Dict[Path, str]:
 def dashboard_json(name: str) -> dict:
     """A generated dashboard as a dict (for tests that walk its queries)."""
     return json.loads(render_dashboard(DASHBOARDS[name]))
+
+
+def dashboard_queries(name: str) -> List[str]:
+    """Every PromQL expression of a generated dashboard: annotations, panel targets and the
+    metric selectors of ``label_values(...)`` variables."""
+    d = dashboard_json(name)
+    exprs = [a["expr"] for a in d["annotations"]["list"]]
+    exprs += [t["expr"] for p in d["panels"] for t in p.get("targets", [])]
+    for variable in d["templating"]["list"]:
+        m = re.fullmatch(r"label_values\((.+), (\w+)\)", str(variable.get("query", "")))
+        if m:
+            exprs.append(m.group(1))
+    return exprs

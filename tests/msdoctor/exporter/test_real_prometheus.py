@@ -8,7 +8,6 @@ kills node B.
 """
 from __future__ import annotations
 
-import re
 import subprocess
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 
 import servers
 from grafana.mixin import alerts
-from grafana.mixin.render import DASHBOARDS, dashboard_json, render_rules
+from grafana.mixin.render import DASHBOARDS, dashboard_queries, render_rules
 from spool_factory import write_run
 
 pytestmark = [pytest.mark.slow,
@@ -66,13 +65,7 @@ def _substitute(expr: str) -> str:
 
 @pytest.mark.parametrize("name", sorted(DASHBOARDS))
 def test_every_promql_expression_of_a_dashboard_returns_at_least_one_series(fleet, name):
-    d = dashboard_json(name)
-    exprs = [a["expr"] for a in d["annotations"]["list"]]
-    exprs += [t["expr"] for p in d["panels"] for t in p.get("targets", [])]
-    for variable in d["templating"]["list"]:
-        m = re.fullmatch(r"label_values\((.+), (\w+)\)", str(variable.get("query", "")))
-        if m:
-            exprs.append(m.group(1))
+    exprs = dashboard_queries(name)
     empty = [e for e in exprs if not servers.prom_query(fleet["prom"].url, _substitute(e))]
     assert not empty, f"{name}: queries without a series: {empty}"
     assert len(exprs) > 15

@@ -11,7 +11,6 @@ are listed here by name.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import servers
-from grafana.mixin.render import DASHBOARDS, dashboard_json
+from grafana.mixin.render import DASHBOARDS, dashboard_queries
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(servers.PROMETHEUS is None,
@@ -57,20 +56,9 @@ def _run_id(url: str) -> str:
     return series[0]["metric"]["run"]
 
 
-def _expressions(name: str) -> list:
-    d = dashboard_json(name)
-    exprs = [a["expr"] for a in d["annotations"]["list"]]
-    exprs += [t["expr"] for p in d["panels"] for t in p.get("targets", [])]
-    for variable in d["templating"]["list"]:
-        m = re.fullmatch(r"label_values\((.+), (\w+)\)", str(variable.get("query", "")))
-        if m:
-            exprs.append(m.group(1))
-    return exprs
-
-
 @pytest.mark.parametrize("name", sorted(DASHBOARDS))
 def test_every_dashboard_query_has_data_from_a_real_training_run(scraped, name):
-    exprs = _expressions(name)
+    exprs = dashboard_queries(name)
     empty = []
     for expr in exprs:
         query = (expr.replace("$__rate_interval", "10s").replace("$run", scraped["run"])
