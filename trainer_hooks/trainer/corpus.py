@@ -8,18 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import sysconfig
 from pathlib import Path
 from typing import Iterator, List
 
 #: Default cap on the corpus size: a few MB is plenty for the tiny/small presets.
 DEFAULT_MAX_BYTES = 6 * 1024 * 1024
-
-#: A line holding a run of 20+ copies of one character (comment rulers, banners, hex dumps) is
-#: noise for a language model and gives outlier batches: cleaned out, as a pretraining pipeline does.
-_REPEATED_RUN = re.compile(r"(\S)\1{19,}")
-CLEANING = "drop-repeated-runs-20"
 
 _SKIP_DIRS = {"site-packages", "dist-packages", "__pycache__", "idlelib", "lib2to3", "turtledemo"}
 
@@ -46,7 +40,6 @@ def documents(root: Path = None, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
-        text = clean(text)
         if not text.strip():
             continue
         yield text
@@ -55,18 +48,10 @@ def documents(root: Path = None, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator
             return
 
 
-def clean(text: str) -> str:
-    """``text`` without its lines that hold a long run of one repeated character."""
-    if not _REPEATED_RUN.search(text):
-        return text
-    return "".join(line for line in text.splitlines(keepends=True)
-                   if not _REPEATED_RUN.search(line))
-
-
 def fingerprint(root: Path = None, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     """A short key naming this corpus (root, file list, sizes and the cap): cache entries use it."""
     root = root or stdlib_dir()
-    digest = hashlib.sha256(f"{root}|{max_bytes}|{CLEANING}".encode())
+    digest = hashlib.sha256(f"{root}|{max_bytes}".encode())
     for path in source_files(root):
         try:
             digest.update(f"{path.relative_to(root)}:{path.stat().st_size};".encode())

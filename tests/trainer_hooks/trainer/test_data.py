@@ -81,9 +81,3 @@ def test_the_mindspore_pipeline_yields_static_batches_and_drops_the_remainder(to
     assert shapes == [(3, 65)] * 13
     batches = list(dataset.build(source, 8, 2).create_tuple_iterator(num_epochs=1, output_numpy=True))
     assert np.array_equal(batches[2][0][5], source[21][0])
-
-
-def test_cleaning_drops_lines_with_a_long_run_of_one_character_and_keeps_the_rest():
-    text = "def f():\n    # " + "/" * 60 + "\n    return 1\n" + "x = '" + "0" * 25 + "'\n"
-    assert corpus.clean(text) == "def f():\n    return 1\n"
-    assert corpus.clean("a == b  # ok\n") == "a == b  # ok\n"
