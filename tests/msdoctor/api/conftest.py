@@ -1,8 +1,23 @@
-"""Make the shared test helpers (tests/spool_factory.py, tests/servers.py) importable."""
-import sys
-from pathlib import Path
+"""A real sidecar state (3 ranks, a NaN at step 25) and a real alert feed for the API tests."""
+from __future__ import annotations
 
-TESTS = Path(__file__).resolve().parents[2]
-for path in (str(TESTS.parent), str(TESTS)):
-    if path not in sys.path:
-        sys.path.append(path)
+import json
+
+import pytest
+
+from msdoctor.api import Api, Context
+from msdoctor.daemon import Sidecar
+from msdoctor.delivery import AlertFeed
+from spool_factory import write_run
+
+from api_fixtures import FIRING
+
+
+@pytest.fixture
+def env(tmp_path):
+    write_run(tmp_path, ranks=(0, 1, 2), steps=40, nan_at=25)
+    (tmp_path / "alerts.jsonl").write_text(json.dumps(FIRING) + "\n")
+    feed = AlertFeed(tmp_path / "alerts.jsonl")
+    sc = Sidecar(tmp_path, persist=False, consumers=[feed])
+    sc.poll_once()
+    return Api(Context(sc.store, feed, run_dir=str(tmp_path))), sc, tmp_path

@@ -6,24 +6,8 @@ import json
 
 import pytest
 
-from msdoctor.api import Api, Context
-from msdoctor.daemon import Sidecar
-from msdoctor.delivery import AlertFeed
-from spool_factory import append_steps, write_run
-
-FIRING = {"alert": "LossNonFinite", "state": "firing", "severity": "critical", "run": "run-a",
-          "rank": 1, "step": 25, "first_step": 25, "value": "nan", "summary": "Loss is nan.",
-          "cause": "fp16 overflow", "fix": "Switch to bf16.", "runbook_url": "", "t": 1.0}
-
-
-@pytest.fixture
-def env(tmp_path):
-    write_run(tmp_path, ranks=(0, 1, 2), steps=40, nan_at=25)
-    (tmp_path / "alerts.jsonl").write_text(json.dumps(FIRING) + "\n")
-    feed = AlertFeed(tmp_path / "alerts.jsonl")
-    sc = Sidecar(tmp_path, persist=False, consumers=[feed])
-    sc.poll_once()
-    return Api(Context(sc.store, feed, run_dir=str(tmp_path))), sc, tmp_path
+from spool_factory import append_steps
+from api_fixtures import FIRING
 
 
 def get(api, query=""):
