@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,27 +30,16 @@ import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 os.environ.setdefault("GLOG_v", "3")
+
+from disk import mount_full_tmpfs, unmount  # noqa: E402
 
 
 def full_tmpfs(base: Path):
-    mount = base / "tiny"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode:
-        print(f"# disk-full case skipped: cannot mount a tmpfs ({done.stderr.strip()})")
-        return None
-    (mount / "run" / "events").mkdir(parents=True)
-    fd = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT)
-    try:
-        while os.write(fd, b"\0" * 512):
-            pass
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    mount, why = mount_full_tmpfs(base)
+    if mount is None:
+        print(f"# disk-full case skipped: cannot mount a tmpfs ({why})")
     return mount
 
 
@@ -109,7 +97,7 @@ def main() -> int:
                     c[2] += e.dropped
     finally:
         if mount is not None:
-            subprocess.run(["umount", "-l", str(mount)], check=False)
+            unmount(mount)
     print(f"# toy LM (LARGE), {opts.rounds} interleaved rounds x {opts.steps} steps per case, "
           f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} "
           f"{os.getloadavg()[2]:.2f} on {os.cpu_count()} CPUs")

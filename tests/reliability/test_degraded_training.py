@@ -4,11 +4,11 @@ completes with no sidecar, with an unwritable spool directory and with a full di
 from __future__ import annotations
 
 import os
-import subprocess
 import warnings
 from pathlib import Path
 
 import pytest
+from disk import mount_full_tmpfs, unmount
 
 from msdoctor.events import decode
 
@@ -45,26 +45,14 @@ def spool_events(run_dir: Path):
 @pytest.fixture
 def full_tmpfs(tmp_path):
     """A 64 KiB tmpfs, filled up to its last block (skipped where mount is not allowed)."""
-    mount = tmp_path / "tiny"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); the emitter's "
-                    "RLIMIT_FSIZE test covers a full disk")
+    mount, why = mount_full_tmpfs(tmp_path)
+    if mount is None:
+        pytest.skip(f"cannot mount a tmpfs here ({why}); the emitter's RLIMIT_FSIZE test covers "
+                    "a full disk")
     try:
-        (mount / "run" / "events").mkdir(parents=True)
-        fd = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT)
-        try:
-            while os.write(fd, b"\0" * 512):
-                pass
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
         yield mount
     finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+        unmount(mount)
 
 
 @pytest.mark.slow
