@@ -78,6 +78,7 @@ def _table() -> Dict[str, Function]:
         ("baseline", (EXPR, STEPS0, STEPS), _cls(orderstats.Baseline, "baseline"), True,
          "baseline(x, warmup, n)"),
         ("first_max", x_n, _cls(sequences.FirstMax, "first_max"), True, "first_max(x, n)"),
+        ("episodes", x_n, _cls(sequences.Episodes, "episodes"), True, "episodes(x, n)"),
         ("abs", (EXPR,), _cls(nodes.Abs, "abs"), False, "abs(x)"),
         ("coalesce", (EXPR, EXPR), _cls(nodes.Coalesce, "coalesce"), False, "coalesce(a, b, ...)"),
         ("last", (EXPR,), _cls(nodes.Last, "last"), False, "last(x)"),

@@ -4,10 +4,10 @@ Each injector edits the full-resolution (every step) per-rank series of a health
 from step ``t0`` on (index ``t0 - 1``) and returns the :class:`Label` the scorer
 checks against. The shapes follow the field knowledge in DIAGNOSIS-GUIDE.md: a NaN
 that poisons every later step, a plateau at the level reached, decaying spikes, spikes
-at a fixed data-order period, an oscillation after the initial decrease, a loss
-scale pinned low or collapsing under repeated overflow, a starved input pipeline, a
-slower device, a leak, a hang with the process still alive, one slow rank, and a step
-counter that counts micro-batches.
+at a fixed data-order period, an oscillation after the initial decrease, recurring
+gradient-norm spikes, a loss scale pinned low or collapsing under repeated overflow, a
+starved input pipeline, a slower device, a leak, a hang with the process still alive, one
+slow rank, and a step counter that counts micro-batches.
 """
 from __future__ import annotations
 
@@ -132,6 +132,25 @@ def grad_norm_spike(m, full: Series, spec: Spec, i: int) -> Label:
     return Label("GradNormSpike", spec.t0)
 
 
+def grad_norm_spikes_recurring(m, full: Series, spec: Spec, i: int) -> Label:
+    """An unstable optimizer: a 1-3 step gradient-norm spike every 40-120 steps from t0 on
+    (on logged steps: a sparse log shows the spikes that land on it)."""
+    rng, k = m.rng, spec.log_every
+    n = next(iter(full.values()))["grad_norm"].shape[0]
+    step = spec.t0
+    while step <= n:
+        start = _aligned(step, k) - 1
+        length = int(rng.integers(1, 4))
+        factor = rng.uniform(5, 30)
+        for cols in full.values():
+            g = cols["grad_norm"][start:start + length]
+            g[:] = np.where(np.isfinite(g), g, m.grad_floor) * factor
+            if "overflow" in cols:
+                cols["overflow"][start:start + length] = 0.0
+        step += int(rng.integers(40, 121))
+    return Label("GradNormSpikesRecurring", spec.t0)
+
+
 def loss_scale_stuck(m, full: Series, spec: Spec, i: int) -> Label:
     value = float(2 ** int(m.rng.integers(1, 9)))    # far too small: gradients underflow
     _flatten_loss(m, full, i)
@@ -242,6 +261,7 @@ INJECTORS: Dict[str, Callable] = {
     "LossOscillating": loss_oscillating,
     "UpdatesStalled": updates_stalled,
     "GradNormSpike": grad_norm_spike,
+    "GradNormSpikesRecurring": grad_norm_spikes_recurring,
     "LossScaleStuck": loss_scale_stuck,
     "LossScaleCollapse": loss_scale_collapse,
     "DataLoaderStarved": dataloader_starved,

@@ -371,6 +371,7 @@ HORIZON = {
     "GradNormSpike": 300, "LossScaleStuck": 5000, "LossScaleCollapse": 300,
     "DataLoaderStarved": 500, "ThroughputBelowBaseline": 800, "MemoryGrowth": 2000,
     "MemoryNearCapacity": 300, "JobHung": 1, "StragglerRank": 800, "StepCountMismatch": 300,
+    "GradNormSpikesRecurring": 1000,     # last: the seeds of the others keep their indices
 }
 ANOMALIES = tuple(HORIZON)
 FP16_ONLY = ("LossScaleStuck", "LossScaleCollapse")

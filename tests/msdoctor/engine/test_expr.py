@@ -16,7 +16,7 @@ ACCEPTED = [
     "median(x, 5) + std(loss, 5)".replace("x", "grad_norm"), "ewma(loss, 0.03)", "delta(loss_scale, 100) < 0",
     "rel_change(loss, 500) > -0.001", "slope(mem_host_rss_bytes, 1000) * 1000 > 1e9",
     "robust_z(grad_norm, 200) > 6", "spike_period(loss, 2000) > 0", "steps_since_change(loss_scale) > 2000",
-    "repeat_count(loss) >= 5", "baseline(tokens_per_s, 100, 500)", "first_max(loss, 100) * 10 < loss",
+    "repeat_count(loss) >= 5", "episodes(grad_norm > 4, 500) >= 4", "baseline(tokens_per_s, 100, 500)", "first_max(loss, 100) * 10 < loss",
     "expected(tokens_per_s_per_device)", "config(grad_accum) > 1", "rank_median(step_time_s)",
     "rank_count() >= 2", "world_size()", "seconds_since_step() > 600 and running()",
     "seconds_since_event() > 60", "sum(overflow, 200) or count(loss, 10) == 0", "loss ** 2 % 3 - -1",

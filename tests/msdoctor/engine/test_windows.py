@@ -228,3 +228,39 @@ def test_a_step_number_going_backwards_restarts_the_windows():
     for sizes in SIZES:
         got = run_expr("sum(loss, 100)", steps, {"loss": loss}, sizes)
         assert got.tolist()[:4] == [1, 3, 6, 10]
+
+
+def _episodes_reference(steps, values, threshold: float, n: int) -> np.ndarray:
+    """episodes(loss > threshold, n) row by row: true points 3+ steps after the last true one."""
+    out, starts, last_true = [], [], None
+    for q, x in zip(steps, values):
+        if x is not None and x > threshold:            # inf > t is true, nan > t is not
+            if last_true is None or q - last_true >= 3:
+                starts.append(q)
+            last_true = q
+        out.append(float(sum(1 for s in starts if q - n < s <= q)))
+    return np.asarray(out)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_episodes_counts_separate_bursts_of_a_condition_for_every_batch_cut(sparse):
+    steps, values = make_series(seed=23, sparse=sparse)
+    expected = _episodes_reference(steps, values, 4.0, 30)
+    assert expected.max() >= 3                          # the series really has several bursts
+    for sizes in SIZES:
+        got = run_expr("episodes(loss > 4, 30)", steps, {"loss": values}, sizes)
+        np.testing.assert_array_equal(got, expected, err_msg=f"batch sizes {sizes}")
+
+
+def test_adjacent_true_points_are_one_episode_and_old_episodes_leave_the_window():
+    steps = list(range(1, 41))
+    flags = [0.0] * 40
+    for s in (5, 6, 7, 12, 14, 20):                     # 5-7 one burst; 12 and 14 (gap 2) one
+        flags[s - 1] = 1.0
+    for sizes in ([100], [1], [3, 4]):
+        got = run_expr("episodes(loss, 10)", steps, {"loss": flags}, sizes)
+        assert got[4:8].tolist() == [1, 1, 1, 1]        # steps 5-8: the burst counted once
+        assert got[11] == 2 and got[13] == 2            # steps 12, 14: bursts from 5 and 12
+        assert got[14] == 1                             # step 15: the burst at 5 has left (5, 15]
+        assert got[19] == 2                             # step 20: bursts from 12 and 20
+        assert got[39] == 0                             # step 40: none in (30, 40]

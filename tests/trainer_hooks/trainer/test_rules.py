@@ -57,6 +57,7 @@ def fired(runs, run: str, name: str) -> list:
     ("accum", "StepCountMismatch", 11, 48),          # for: 10 steps
     ("scale-low", "LossScaleStuck", 151, 240),       # 3 declared windows of 50, loss flat
     ("long", "MemoryGrowth", 1400, LONG),            # baseline over steps 501-1000, for: 400
+    ("long", "GradNormSpikesRecurring", 201, 900),   # lr-high: the 4th separate spike (303 here)
 ])
 def test_the_named_rule_fires_on_the_faults_real_run(runs, run, alert, first, last):
     steps = fired(runs, run, alert)
@@ -64,10 +65,11 @@ def test_the_named_rule_fires_on_the_faults_real_run(runs, run, alert, first, la
     assert first <= steps[0] <= last, (alert, steps)
 
 
-@pytest.mark.xfail(strict=True, reason="lr-high does not make the tiny Llama oscillate by 10 % "
-                   "of its level (LossOscillating's threshold): with AdamW a too-high LR collapses "
-                   "the loss to a flat unigram-level plateau; tried peak LR 0.01-0.2 with and "
-                   "without warm-up and clipping, beta2 0.95/0.999: residual std 2-7 % of level")
+@pytest.mark.xfail(strict=True, reason="a too-high LR does not make the 1M-parameter Llama's loss "
+                   "oscillate by 10 % of its level (LossOscillating's threshold): AdamW with "
+                   "clipping absorbs it (detrended spread 2-3 %, below the clean run's 4-5 %); "
+                   "measured at 3x-300x the LR, batch 1-32, with/without warm-up and clipping, "
+                   "beta2 0.95/0.999, fp16; lr-high shows as GradNormSpikesRecurring instead")
 def test_lr_high_makes_the_loss_oscillate(runs):
     assert fired(runs, "long", "LossOscillating")
 
