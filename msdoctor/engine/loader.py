@@ -7,7 +7,9 @@ Expressions and annotation templates are compiled here, at load time.
 """
 from __future__ import annotations
 
+import os
 import re
+import sysconfig
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -31,8 +33,20 @@ _SCALE = {"s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 def default_rules_dir() -> Path:
-    """The shipped ``rules/`` directory (next to the package in a source/editable install)."""
-    return Path(__file__).resolve().parents[2] / "rules"
+    """The shipped rules: the checkout's ``rules/`` (source or editable install), else the copy a
+    wheel installs under ``<prefix>/share/msdoctor/rules`` (the environment's, then the user's)."""
+    checkout = Path(__file__).resolve().parents[2] / "rules"
+    if checkout.is_dir():
+        return checkout
+    for scheme in (None, f"{os.name}_user"):
+        try:
+            data = sysconfig.get_path("data", scheme) if scheme else sysconfig.get_path("data")
+        except KeyError:
+            continue
+        installed = Path(data) / "share" / "msdoctor" / "rules"
+        if installed.is_dir():
+            return installed
+    return checkout
 
 
 def rule_files(paths: Sequence[Any]) -> List[Path]:
