@@ -105,6 +105,13 @@ class Engine:
                 out.extend(self._tick_rank(ctx, float(now)))
         return out
 
+    def tick_rank(self, run: str, rank: int, now: float) -> List[Alert]:
+        """Clock-driven evaluation of one rank only (replay: a gap inside that rank's record)."""
+        ctx = self.runs[run].ranks.get(rank) if run in self.runs else None
+        if ctx is None or not self._tick_rules:
+            return []
+        return self._tick_rank(ctx, float(now))
+
     # -- evaluation -------------------------------------------------------
     def _times(self, ctx: RankContext, t: np.ndarray) -> np.ndarray:
         t = np.array(t, dtype=np.float64)

@@ -29,6 +29,57 @@ TABLE_FIELDS = ("alert", "severity", "run", "rank", "step", "first_step", "value
 #: (run, rank, non-step events, step batch or None)
 Item = Tuple[str, int, List[Dict[str, Any]], Optional[StepBatch]]
 
+#: A pause between two records of a rank longer than TICK_S and PAUSE_FACTOR times the rank's
+#: median interval is replayed as the live sidecar would have seen it: the clock ticks (every
+#: TICK_S, at most MAX_GAP_TICKS times) in between. (The factor keeps a log of one-minute steps
+#: from being cut at every record; JobHung itself waits for 30 median steps.)
+TICK_S = 30.0
+PAUSE_FACTOR = 10.0
+MAX_GAP_TICKS = 200
+
+
+def gap_ticks(t_before: float, t_after: float) -> np.ndarray:
+    """Clock times to evaluate a rank at inside a pause from ``t_before`` to ``t_after``."""
+    ticks = np.arange(t_before + TICK_S, t_after, TICK_S)
+    if ticks.shape[0] > MAX_GAP_TICKS:
+        ticks = np.linspace(t_before + TICK_S, t_after, MAX_GAP_TICKS, endpoint=False)
+    last = t_after - 1e-3                 # just before the record that ends the pause
+    return np.append(ticks, last) if last > t_before else ticks
+
+
+def split_at_gaps(batch: StepBatch, t_before: float, step_before: float = -math.inf
+                  ) -> List[Tuple[Optional[StepBatch], np.ndarray]]:
+    """``batch`` cut before each row that comes after a pause (see TICK_S), each part with the
+    clock ticks of the pause that follows it (the last part: none; the first part is None when
+    the pause came before the batch). A pause after which the step number goes back is the
+    downtime before a restart, not a hang: no ticks there."""
+    t = np.array(batch.t, dtype=np.float64)
+    known = ~np.isnan(t)
+    if not known.any():
+        return [(batch, np.zeros(0))]
+    prev = np.concatenate(([t_before], t[:-1]))
+    prev_known = np.where(np.isnan(prev), -np.inf, prev)
+    np.maximum.accumulate(prev_known, out=prev_known)      # the last known time before each row
+    gaps = t - prev_known
+    intervals = np.diff(t[known])
+    typical = float(np.median(intervals)) if intervals.shape[0] else 0.0
+    pause = max(TICK_S, PAUSE_FACTOR * typical)
+    prev_step = np.concatenate(([step_before], batch.steps[:-1].astype(np.float64)))
+    cuts = np.flatnonzero(known & np.isfinite(prev_known) & (gaps > pause)
+                          & (batch.steps > prev_step))
+    if cuts.shape[0] == 0:
+        return [(batch, np.zeros(0))]
+    parts, start = [], 0
+    for cut in (int(c) for c in cuts):
+        ticks = gap_ticks(float(prev_known[cut]), float(t[cut]))
+        if cut == 0:                      # the pause came before this batch
+            parts.append((None, ticks))
+        else:
+            parts.append((batch.slice(start, cut), ticks))
+        start = cut
+    parts.append((batch.slice(start, len(batch)), np.zeros(0)))
+    return parts
+
 
 def load(paths: List[str], fmt: str = "auto", rank: Optional[int] = None,
          run: Optional[str] = None, seq_length: Optional[int] = None,
@@ -95,6 +146,7 @@ def evaluate(items: Iterable[Item], rules: Any, observe: Optional[Callable[[Item
     started = time.perf_counter()
     events = steps = 0
     last_t = -math.inf
+    rank_t: Dict[Tuple[str, int], Tuple[float, float]] = {}   # last time, last step
     collecting = gc.isenabled()
     gc.disable()      # no reference cycles here: collecting the many short-lived dicts is waste
     try:
@@ -113,7 +165,7 @@ def evaluate(items: Iterable[Item], rules: Any, observe: Optional[Callable[[Item
                 t = e.get("t")
                 if isinstance(t, (int, float)) and t > last_t:
                     last_t = float(t)
-            engine.process(run, rank, others, batch)
+            _process(engine, run, rank, others, batch, rank_t)
             if observe is not None:
                 observe(item)
     finally:
@@ -138,6 +190,35 @@ def evaluate(items: Iterable[Item], rules: Any, observe: Optional[Callable[[Item
             "engine_errors": engine.errors, "seconds": round(took, 3), "stats": stats.to_dict(),
         },
     }
+
+
+def _process(engine: Any, run: str, rank: int, others: List[Dict[str, Any]],
+             batch: Optional[StepBatch], rank_t: Dict[Tuple[str, int], Tuple[float, float]]
+             ) -> None:
+    """Feed one item; a pause inside the rank's record ticks that rank's clock in between.
+
+    A ``run_end`` among ``others`` is folded with the last part (the rank was running during
+    its pauses); the other events with the first.
+    """
+    before, step_before = rank_t.get((run, rank), (-math.inf, -math.inf))
+    if batch is None or not len(batch) or not math.isfinite(before) and len(batch) < 2:
+        engine.process(run, rank, others, batch)
+    else:
+        parts = split_at_gaps(batch, before, step_before)
+        ends = [e for e in others if e.get("type") == "run_end"]
+        first = [e for e in others if e.get("type") != "run_end"]
+        for k, (part, ticks) in enumerate(parts):
+            events = first if k == 0 else []
+            if k == len(parts) - 1:
+                events = events + ends
+            if part is not None or events:
+                engine.process(run, rank, events, part)
+            for now in ticks:
+                engine.tick_rank(run, rank, float(now))
+    if batch is not None and len(batch):
+        t_ok = batch.t[~np.isnan(batch.t)]
+        rank_t[(run, rank)] = (max(before, float(t_ok.max())) if t_ok.size else before,
+                               float(batch.steps[-1]))
 
 
 def replay_paths(paths: List[str], rules: Any, fmt: str = "auto", rank: Optional[int] = None,
