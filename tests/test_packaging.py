@@ -29,8 +29,9 @@ def installed(tmp_path_factory) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True,
                    timeout=120)
     python = env / "bin" / "python"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--prefix",
-                    str(env), *map(str, wheels.glob("msdoctor-*.whl"))],
+    # --ignore-installed: without it pip would first uninstall this environment's msdoctor
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--ignore-installed",
+                    "-q", "--prefix", str(env), *map(str, wheels.glob("msdoctor-*.whl"))],
                    check=True, capture_output=True, timeout=300, cwd=base)
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                           check=True, capture_output=True, text=True).stdout.strip()
@@ -47,6 +48,12 @@ def test_the_installed_package_is_the_wheel_not_the_checkout(installed):
     done = run(installed, "-c", "import msdoctor; print(msdoctor.__file__)")
     assert done.returncode == 0, done.stderr
     assert Path(done.stdout.strip()).resolve().is_relative_to(installed.resolve())
+
+
+def test_installing_the_wheel_leaves_this_environment_s_msdoctor_alone(installed):
+    import importlib.metadata as md
+
+    assert md.version("msdoctor") and Path(sys.executable).with_name("msdoctor").exists()
 
 
 def test_a_wheel_install_finds_the_shipped_rules_without_being_told_where(installed):

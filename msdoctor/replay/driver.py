@@ -29,12 +29,14 @@ TABLE_FIELDS = ("alert", "severity", "run", "rank", "step", "first_step", "value
 #: (run, rank, non-step events, step batch or None)
 Item = Tuple[str, int, List[Dict[str, Any]], Optional[StepBatch]]
 
-#: A pause between two records of a rank longer than TICK_S and PAUSE_FACTOR times the rank's
-#: median interval is replayed as the live sidecar would have seen it: the clock ticks (every
-#: TICK_S, at most MAX_GAP_TICKS times) in between. (The factor keeps a log of one-minute steps
-#: from being cut at every record; JobHung itself waits for 30 median steps.)
-TICK_S = 30.0
+#: A pause between two records of a rank longer than MIN_PAUSE_S and PAUSE_FACTOR times the
+#: rank's median interval is replayed as the live sidecar would have seen it: the clock ticks
+#: (every TICK_S, at most MAX_GAP_TICKS times) in between and just before the next record. (The
+#: factor keeps a log of one-minute steps from being cut at every record; JobHung itself waits
+#: for 30 median steps.)
+MIN_PAUSE_S = 1.0
 PAUSE_FACTOR = 10.0
+TICK_S = 30.0
 MAX_GAP_TICKS = 200
 
 
@@ -63,7 +65,7 @@ def split_at_gaps(batch: StepBatch, t_before: float, step_before: float = -math.
     gaps = t - prev_known
     intervals = np.diff(t[known])
     typical = float(np.median(intervals)) if intervals.shape[0] else 0.0
-    pause = max(TICK_S, PAUSE_FACTOR * typical)
+    pause = max(MIN_PAUSE_S, PAUSE_FACTOR * typical)
     prev_step = np.concatenate(([step_before], batch.steps[:-1].astype(np.float64)))
     cuts = np.flatnonzero(known & np.isfinite(prev_known) & (gaps > pause)
                           & (batch.steps > prev_step))

@@ -58,6 +58,7 @@ def fired(runs, run: str, name: str) -> list:
     ("scale-low", "LossScaleStuck", 151, 240),       # 3 declared windows of 50, loss flat
     ("long", "MemoryGrowth", 1400, LONG),            # baseline over steps 501-1000, for: 400
     ("long", "GradNormSpikesRecurring", 201, 900),   # lr-high: the 4th separate spike (303 here)
+    ("hang", "JobHung", 19, 19),                     # replay ticks through the 10 s pause too
 ])
 def test_the_named_rule_fires_on_the_faults_real_run(runs, run, alert, first, last):
     steps = fired(runs, run, alert)
