@@ -5,7 +5,7 @@ with any of these optional methods::
 
     on_chunk(chunk, store)      # after each Chunk was applied to the store
     on_tick(now, store)         # once per poll, for clock-driven rules
-    state_dict() -> dict        # JSON-able; saved in the snapshot
+    state_dict() -> dict        # JSON values and numpy arrays; saved in the snapshot
     load_state_dict(d)          # restored from the snapshot on start
 
 A consumer that raises is logged (once per consumer, method and exception

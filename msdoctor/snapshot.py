@@ -1,7 +1,8 @@
 """Persist the sidecar's spool offsets and state together, atomically.
 
 One file, ``<state_dir>/snapshot.npz``: a JSON document (metadata, offsets,
-counters, consumer state) plus the ring buffers as plain numpy arrays. It is
+counters, consumer state) plus the ring buffers and the consumers' arrays (the rule
+engine's windows) as plain numpy arrays. It is
 loaded with ``allow_pickle=False`` and nothing in it is executed: a run
 directory is untrusted input. The offsets and the state are written in one
 ``os.replace``, so after a restart every event after the snapshot is read again
@@ -115,6 +116,50 @@ def store_from_dict(doc: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
     return store
 
 
+# -- consumer states: JSON values and numpy arrays ------------------------------
+ARRAY_TAG = "__ndarray__"
+ARRAY_PREFIX = "c"
+
+
+def split_arrays(doc: Any, arrays: Optional[Dict[str, np.ndarray]] = None
+                 ) -> Tuple[Any, Dict[str, np.ndarray]]:
+    """``doc`` with each numpy array replaced by ``{"__ndarray__": name}``, and the arrays by
+    name: what the snapshot writes as JSON and as native ``.npy`` members."""
+    arrays = {} if arrays is None else arrays
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            name = f"{ARRAY_PREFIX}{len(arrays)}"
+            arrays[name] = value
+            return {ARRAY_TAG: name}
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(doc), arrays
+
+
+def join_arrays(doc: Any, arrays: Mapping[str, np.ndarray]) -> Any:
+    """Inverse of :func:`split_arrays`; a reference to a missing or non-numeric array is a
+    :class:`SnapshotError`."""
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            if len(value) == 1 and ARRAY_TAG in value:
+                array = arrays.get(value[ARRAY_TAG]) if isinstance(value[ARRAY_TAG], str) else None
+                if array is None or array.dtype.kind not in "iuf":
+                    raise SnapshotError(f"state refers to array {value[ARRAY_TAG]!r}, which is "
+                                        "missing or not numeric")
+                return array
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(doc)
+
+
 # -- files -------------------------------------------------------------------
 def save(state_dir: os.PathLike | str, run_dir: os.PathLike | str, spool: Dict[str, Any],
          store: Store, consumers: Optional[Mapping[str, Any]] = None) -> Path:
@@ -127,9 +172,11 @@ def save(state_dir: os.PathLike | str, run_dir: os.PathLike | str, spool: Dict[s
         if offset:
             prints[rel] = fingerprint(run_dir / rel, offset)
     store_doc, arrays = store_to_dict(store)
+    consumer_doc, consumer_arrays = split_arrays(dict(consumers or {}))
+    arrays.update(consumer_arrays)
     meta = {"format": FORMAT, "version": VERSION, "written": time.time(),
             "spool": spool, "fingerprints": prints, "store": store_doc,
-            "consumers": dict(consumers or {})}
+            "consumers": consumer_doc}
     blob = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
     target = state_dir / FILENAME
     tmp = state_dir / f".{FILENAME}.{os.getpid()}.tmp"
@@ -187,6 +234,10 @@ def load(state_dir: os.PathLike | str, run_dir: os.PathLike | str,
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise SnapshotError(f"{path}: malformed state ({type(exc).__name__}: {exc})") from None
     consumers = meta.get("consumers") if isinstance(meta.get("consumers"), dict) else {}
+    try:
+        consumers = join_arrays(consumers, arrays)
+    except SnapshotError as exc:
+        raise SnapshotError(f"{path}: {exc}") from None
     return Snapshot(meta["spool"], store, consumers, float(meta.get("written", 0.0)))
 
 

@@ -57,15 +57,10 @@ class RankContext:
 
 
 def pack(value: Any) -> Any:
-    """A JSON-able copy of an operator state (arrays tagged, non-finite floats as strings)."""
+    """A snapshot-ready copy of an operator state: JSON values, with numeric arrays kept as
+    arrays (int64/float64; the snapshot stores them natively) and non-finite floats tagged."""
     if isinstance(value, np.ndarray):
-        kind = "i" if value.dtype.kind in "iu" else "f"
-        if kind == "i":
-            return {"__array__": kind, "data": value.astype(np.int64).tolist()}
-        floats = value.astype(np.float64)
-        if np.isfinite(floats).all():                    # the common case: plain numbers
-            return {"__array__": kind, "data": floats.tolist()}
-        return {"__array__": kind, "data": [pack(x) for x in floats.tolist()]}
+        return value.astype(np.int64 if value.dtype.kind in "iu" else np.float64)
     if isinstance(value, float):
         if math.isfinite(value):
             return value
@@ -82,7 +77,9 @@ def pack(value: Any) -> Any:
 
 
 def unpack(value: Any) -> Any:
-    """Inverse of :func:`pack`."""
+    """Inverse of :func:`pack` (also reads the arrays-as-lists form of earlier snapshots)."""
+    if isinstance(value, np.ndarray):
+        return value.astype(np.int64 if value.dtype.kind in "iu" else np.float64)
     if isinstance(value, dict):
         if "__array__" in value:
             if value["__array__"] == "i":

@@ -277,7 +277,8 @@ class Engine:
 
     # -- snapshot -----------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:
-        """JSON-able state: operator carry-overs and alert states of every (run, rank)."""
+        """Operator carry-overs and alert states of every (run, rank): JSON values and numpy
+        arrays (``msdoctor.snapshot`` stores the arrays natively, see ``split_arrays``)."""
         keys = self.program.keys
         runs = {}
         for name, rc in self.runs.items():

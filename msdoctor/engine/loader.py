@@ -93,7 +93,14 @@ class _Walker:
         self.errors.append(RuleError(self.path, mark.line + 1, col, message, self.group, self.rule))
 
     def scalar(self, node: Any) -> Any:
-        return self.constructor.construct_object(node, deep=True)
+        """The value of a scalar node; an unsupported tag (``!!python/object``...) is an error
+        and reads as None."""
+        try:
+            return self.constructor.construct_object(node, deep=True)
+        except yaml.constructor.ConstructorError:
+            self.error(node, f"unsupported YAML tag {node.tag!r}: rule files hold plain "
+                             "strings, numbers, lists and mappings")
+            return None
 
     def mapping(self, node: Any, what: str, allowed: Sequence[str],
                 required: Sequence[str] = ()) -> Optional[Dict[str, Tuple[Any, Any]]]:

@@ -43,6 +43,7 @@ from msdoctor.engine.evaluator import Engine  # noqa: E402
 from msdoctor.engine.loader import default_rules_dir, load_rules, rule_files  # noqa: E402
 from msdoctor.events import encode, make  # noqa: E402
 from msdoctor.spool import SpoolTailer, decode_line  # noqa: E402
+from msdoctor.snapshot import split_arrays  # noqa: E402
 
 BATCH = 8192
 FALLBACK = """
@@ -217,7 +218,8 @@ def memory(steps_list, rules_dir: Optional[str]) -> None:
         took = time.perf_counter() - t0
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        state = len(orjson.dumps(engine.state_dict()))
+        doc, arrays = split_arrays(engine.state_dict())
+        state = len(orjson.dumps(doc)) + sum(a.nbytes for a in arrays.values())
         print(f"memory: {steps:>8} steps -> engine peak traced {peak / 2**20:6.1f} MiB, "
               f"snapshot state {state / 2**20:5.2f} MiB ({steps / took / 1e3:.0f}k steps/s "
               f"under tracemalloc)")

@@ -48,16 +48,56 @@ def test_a_fast_snapshot_keeps_the_configured_interval(tmp_path):
     assert sidecar.snapshot_due()
 
 
-def test_packed_arrays_round_trip_with_non_finite_values_and_stay_plain_lists():
+def test_packed_arrays_stay_arrays_and_round_trip_with_non_finite_values():
     finite = np.linspace(0, 1, 5)
     holey = np.array([1.0, math.nan, math.inf, -math.inf])
     ints = np.arange(4, dtype=np.int32)
     state = {"w": finite, "h": holey, "i": ints, "x": [np.float64(2.5), math.nan]}
     packed = pack(state)
-    assert packed["w"] == {"__array__": "f", "data": finite.tolist()}
-    assert packed["i"] == {"__array__": "i", "data": [0, 1, 2, 3]}
+    assert isinstance(packed["w"], np.ndarray) and packed["w"] is not finite   # a copy
+    assert packed["i"].dtype == np.int64 and packed["x"][1] == {"__float__": "nan"}
     back = unpack(packed)
     np.testing.assert_array_equal(back["w"], finite)
     np.testing.assert_array_equal(back["h"], holey)
     assert back["i"].dtype == np.int64 and back["i"].tolist() == [0, 1, 2, 3]
     assert back["x"][0] == 2.5 and math.isnan(back["x"][1])
+
+
+def test_an_earlier_snapshot_with_arrays_as_lists_still_unpacks():
+    old = {"w": {"__array__": "f", "data": [1.0, {"__float__": "nan"}]},
+           "i": {"__array__": "i", "data": [3, 4]}}
+    back = unpack(old)
+    assert back["i"].tolist() == [3, 4] and back["w"][0] == 1.0 and math.isnan(back["w"][1])
+
+
+def test_the_snapshot_stores_consumer_arrays_natively_not_as_json(tmp_path):
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events" / "rank-0.jsonl").write_bytes(encode(make("step", 0, step=1, t=1.0)))
+    window = np.arange(200_000, dtype=np.float64) / 7
+    state = {"engine": {"windows": [window], "nested": {"steps": np.arange(3)}, "n": 1}}
+    sidecar = Sidecar(tmp_path, consumers=[ArrayState(state)])
+    sidecar.poll_once()
+    path = sidecar.save_snapshot()
+    assert path.stat().st_size < window.nbytes * 1.2          # JSON text would be ~2.5x
+    with np.load(path, allow_pickle=False) as archive:
+        meta = archive["meta"].tobytes().decode()
+    assert len(meta) < 10_000
+    restored = ArrayState({})
+    Sidecar(tmp_path, consumers=[restored])
+    np.testing.assert_array_equal(restored.loaded["engine"]["windows"][0], window)
+    assert restored.loaded["engine"]["nested"]["steps"].tolist() == [0, 1, 2]
+
+
+class ArrayState:
+    """A consumer whose state holds numpy arrays (like the rule engine's windows)."""
+
+    name = "arrays"
+
+    def __init__(self, state):
+        self.state, self.loaded = state, None
+
+    def state_dict(self):
+        return self.state
+
+    def load_state_dict(self, state):
+        self.loaded = state

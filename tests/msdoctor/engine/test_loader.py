@@ -87,3 +87,14 @@ def test_an_empty_or_unreadable_file_is_an_error(tmp_path):
 
 def test_the_default_rules_dir_is_the_repositorys_rules_folder():
     assert default_rules_dir() == Path(__file__).resolve().parents[3] / "rules"
+
+
+def test_a_python_object_tag_is_a_positioned_error_not_a_crash(tmp_path):
+    path = tmp_path / "tagged.yaml"
+    path.write_text("version: 1\ngroups:\n  - name: g\n    rules:\n      - alert: A\n"
+                    "        expr: loss > 1\n        labels: {severity: !!python/object warning}\n"
+                    "        annotations: {summary: s, cause: c, fix: f}\n")
+    _, errors = check_rules([path])
+    messages = [str(e) for e in errors]
+    assert any(f"{path}:7:" in m and "unsupported YAML tag 'tag:yaml.org,2002:python/object'" in m
+               for m in messages), messages
