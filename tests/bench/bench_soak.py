@@ -133,6 +133,11 @@ def fleet(ranks: int, steps: int) -> None:
     snap = sidecar.state_dir / "snapshot.npz"
     print(f"fleet: snapshot {snap.stat().st_size / 2**20:.0f} MiB written in "
           f"{time.perf_counter() - w:.1f} s; peak RSS {peak_mb():.0f} MiB")
+    w = time.perf_counter()
+    restored, _ = serve_sidecar(run_dir)             # a restart: loads that snapshot
+    assert restored.restored is not None
+    print(f"fleet: a restarted sidecar loads it in {time.perf_counter() - w:.1f} s; "
+          f"peak RSS {peak_mb():.0f} MiB")
     subprocess.run(["rm", "-rf", str(run_dir)], check=False)
 
 
