@@ -59,6 +59,9 @@ def fired(runs, run: str, name: str) -> list:
     ("long", "MemoryGrowth", 1400, LONG),            # baseline over steps 501-1000, for: 400
     ("long", "GradNormSpikesRecurring", 201, 900),   # lr-high: the 4th separate spike (303 here)
     ("hang", "JobHung", 19, 19),                     # replay ticks through the 10 s pause too
+    ("nan-fp16", "LossNonFinite", 30, 30),
+    ("nan-fp16", "LossScaleCollapse", 31, 60),       # every step overflows: the scale halves
+    ("baseline", "ThroughputBelowBaseline", 100, 150),   # declared 100k tokens/s, has ~10k
 ])
 def test_the_named_rule_fires_on_the_faults_real_run(runs, run, alert, first, last):
     steps = fired(runs, run, alert)

@@ -66,6 +66,9 @@ class Runs:
                  "--hang-after-s", "3", "--heartbeat-s", "0.5"),
         "accum": ("--steps", "12", "--inject", "accum-mismatch", "--grad-accum", "4"),
         "scale-low": ("--steps", "240", "--inject", "loss-scale-low", "--save-every", "10000"),
+        # beyond the faults: more rules on real runs
+        "nan-fp16": ("--steps", "60", "--precision", "fp16", "--inject", "nan@30"),
+        "baseline": ("--steps", "150", "--expect-tokens-per-s", "100000"),   # ~10x the CPU's
     }
     WITH_SIDECAR = ("hang",)
 
