@@ -8,6 +8,7 @@ asks for the context builds a default one in PyNative mode.
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Dict
 
 from trainer_hooks.trainer.presets import Preset
@@ -34,6 +35,22 @@ def setup_context(device: str) -> None:
     quiet_mindformers()
     build_context({"context": {"mode": "GRAPH_MODE", "device_target": device}, "parallel": {}})
     quiet_mindformers()
+
+def setup_parallel(mode: str, world: int) -> None:
+    """Join the launch's ranks for ``data_parallel`` (``msrun``/``mpirun`` on GPU or Ascend:
+    the train cell then all-reduces the gradients); say once that CPU ranks are independent."""
+    import mindspore as ms
+
+    if mode == "data_parallel":
+        from mindspore.communication import init
+
+        init()
+        ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL,
+                                     gradients_mean=True, device_num=world)
+    elif mode == "independent_replicas":
+        print(f"note: {world} ranks on CPU: each trains its own replica on its shard of the data "
+              "(no gradient all-reduce on CPU); fine for watching several ranks, not for training",
+              file=sys.stderr, flush=True)
 
 def build_llama(preset: Preset, precision: str, device: str):
     """A ``LlamaForCausalLM`` of ``preset``'s size in ``precision`` (fp32 / fp16 / bf16)."""

@@ -86,6 +86,20 @@ def make_plan(args) -> Plan:
                 args.hang_after_s or preset.hang_after_s or None)
 
 
+def launch_run_id(plan: Plan) -> str:
+    """The run id of a new run: the directory's name, plus the start time for a single rank (the
+    ranks of a multi-rank launch cannot agree on a time without talking to each other)."""
+    return plan.run_dir.name if plan.world > 1 else f"{plan.run_dir.name}-{int(time.time())}"
+
+
+def parallel_mode(plan: Plan, device: str) -> str:
+    """``stand_alone``; ``data_parallel`` (gradients all-reduced) on GPU/Ascend; on a CPU the ranks
+    of a multi-rank launch are independent replicas on their own data shards (no collective)."""
+    if plan.world == 1:
+        return "stand_alone"
+    return "data_parallel" if device != "CPU" else "independent_replicas"
+
+
 def describe(plan: Plan, args, data: Dict[str, Any], run_id: str) -> Dict[str, Any]:
     """The full run config: ``config.json`` and ``run_start.config``."""
     p = plan.preset
@@ -108,8 +122,7 @@ def describe(plan: Plan, args, data: Dict[str, Any], run_id: str) -> Dict[str, A
         # the job's time scale for its loss scale to move (rules read it: LossScaleStuck)
         **({"loss_scale_window": scale[1]} if scale else {}),
         "seed": args.seed, "rank_seed": args.seed + plan.rank,
-        "parallel": {"mode": "stand_alone" if plan.world == 1 else "data_parallel",
-                     "device_num": plan.world},
+        "parallel": {"mode": parallel_mode(plan, args.device), "device_num": plan.world},
         "device_target": args.device, "mode": "graph",
         "data": data, "checkpoint": {"every": plan.save_every, "keep": args.keep,
                                      "dir": str(plan.run_dir / "checkpoints")},
@@ -164,12 +177,13 @@ def train(plan: Plan, args) -> int:
             "vocab_size": token_file.vocab_size, "workers": args.workers, "shuffle_seed": args.seed,
             "drop_remainder": True}
     probe = describe(plan, args, data, run_id="")
-    previous = rundir.check(plan.run_dir, probe, args.resume)
-    run_id = previous["run"] if previous else f"{plan.run_dir.name}-{int(time.time())}"
+    previous = rundir.check(plan.run_dir, probe, args.resume, plan.rank, plan.world)
+    run_id = previous["run"] if previous else launch_run_id(plan)
     config = describe(plan, args, data, run_id)
     if previous:
         config["resumed_from"] = previous.get("resumed_from", []) + [previous.get("argv")]
-    rundir.write_config(plan.run_dir, config)
+    if plan.rank == 0:
+        rundir.write_config(plan.run_dir, config)
     work = plan.run_dir / "work"
     work.mkdir(parents=True, exist_ok=True)
     os.chdir(work)

@@ -33,18 +33,26 @@ def recorded(run_dir: Path) -> Optional[Dict[str, Any]]:
         raise RunDirError(f"{path} is not valid JSON ({exc}): not a run directory of this trainer?")
 
 
-def holds_a_run(run_dir: Path) -> bool:
-    """True when ``run_dir`` has a recorded config or spool events."""
+def holds_a_run(run_dir: Path, rank: Optional[int] = None) -> bool:
+    """True when ``run_dir`` has a recorded config or spool events (of ``rank`` only, when
+    given: in a multi-rank launch the other ranks' fresh files are this run's)."""
     events = Path(run_dir) / "events"
-    has_events = events.is_dir() and any(p.stat().st_size > 0 for p in events.glob("rank-*.jsonl"))
+    pattern = "rank-*.jsonl" if rank is None else f"rank-{rank}.jsonl"
+    has_events = events.is_dir() and any(p.stat().st_size > 0 for p in events.glob(pattern))
+    if rank is not None and rank > 0:
+        return has_events                   # rank 0 owns (and checks) config.json
     return (Path(run_dir) / CONFIG).exists() or has_events
 
 
-def check(run_dir: Path, config: Dict[str, Any], resume: bool) -> Optional[Dict[str, Any]]:
-    """Refuse a directory holding another run; on ``resume``, the recorded config (or None)."""
+def check(run_dir: Path, config: Dict[str, Any], resume: bool, rank: int = 0,
+          world: int = 1) -> Optional[Dict[str, Any]]:
+    """Refuse a directory holding another run; on ``resume``, the recorded config (or None).
+
+    In a launch of ``world`` > 1 ranks each rank checks its own spool file, and rank 0 also the
+    config it writes."""
     previous = recorded(run_dir)
     if not resume:
-        if holds_a_run(run_dir):
+        if holds_a_run(run_dir, rank if world > 1 else None):
             run = (previous or {}).get("run", "an earlier run")
             raise RunDirError(f"run directory {run_dir} already holds {run!r}; "
                               "pass --resume to continue it, or choose a new --run-dir")

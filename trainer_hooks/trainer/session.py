@@ -75,6 +75,7 @@ class Session:
     def build_cell(self):
         plan, inj = self.plan, self.args.injections
         model.setup_context(self.args.device)
+        model.setup_parallel(self.config["parallel"]["mode"], plan.world)
         ms.set_seed(self.args.seed + plan.rank)
         np.random.seed(self.args.seed + plan.rank)
         self.network = model.build_llama(plan.preset, plan.precision, self.args.device)

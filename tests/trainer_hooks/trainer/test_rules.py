@@ -22,15 +22,15 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def replay(run_dir: Path) -> list:
-    """Alerts of ``msdoctor replay --json``: ``alertname``, ``severity`` and ``step``, the step
-    at which the alert started firing (after its ``for:``)."""
+    """Alerts of ``msdoctor replay --json``: ``alertname``, ``severity``, ``rank`` and ``step``,
+    the step at which the alert started firing (after its ``for:``)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-m", "msdoctor", "replay", str(run_dir), "--json"],
                           capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode in (0, 1), done.stderr[-2000:]
     data = json.loads(done.stdout)
-    return [{"alertname": a["alert"], "severity": a["severity"], "step": a["step"]}
-            for a in data["alerts"]]
+    return [{"alertname": a["alert"], "severity": a["severity"], "rank": a["rank"],
+             "step": a["step"]} for a in data["alerts"]]
 
 
 _replayed = {}
@@ -97,3 +97,11 @@ def test_a_clean_run_fires_no_warning_or_critical_alert(runs):
 def test_the_long_clean_run_fires_no_warning_or_critical_alert(runs):
     loud = [a for a in alerts(runs, "clean-long") if a["severity"] in ("warning", "critical")]
     assert loud == []
+
+
+def test_the_slow_rank_of_a_two_rank_launch_fires_straggler_rank_on_that_rank_only(runs):
+    found = alerts(runs, "two-ranks")
+    straggler = [a for a in found if a["alertname"] == "StragglerRank"]
+    assert straggler, found
+    assert {a["rank"] for a in straggler} == {1} and 201 <= straggler[0]["step"] <= 320
+    assert {a["rank"] for a in found if a["alertname"] == "DataLoaderStarved"} == {1}

@@ -1,11 +1,14 @@
-"""A clean run of the tiny preset, and resume: real MindFormers Llama training on the CPU."""
+"""A clean run of the tiny preset, resume, and a two-rank launch: real MindFormers Llama
+training on the CPU."""
 import json
+import os
+import subprocess
 
 import pytest
 
 from trainer_hooks.trainer.schedule import lr_at
 
-from trainer_runs import events, steps, train, value
+from trainer_runs import ROOT, command, events, steps, train, value
 
 pytestmark = pytest.mark.slow
 
@@ -56,3 +59,30 @@ def test_resume_continues_the_same_loss_curve_step_by_step(runs, token_cache):
         assert b[step] == pytest.approx(a[step], rel=1e-5), step
     starts = [e for e in events(half) if e["type"] == "run_start"]
     assert len(starts) == 2 and starts[0]["run"] == starts[1]["run"]
+
+
+def test_the_ranks_of_one_launch_share_a_run_id_and_each_keeps_its_own_spool_and_shard(runs):
+    run = runs["two-ranks"]
+    config = json.loads((run / "config.json").read_text())       # written by rank 0 alone
+    assert config["parallel"] == {"mode": "independent_replicas", "device_num": 2}
+    assert config["run"] == run.name and config["global_batch"] == 16
+    starts = [events(run, rank)[0] for rank in (0, 1)]
+    assert [s["run"] for s in starts] == [run.name, run.name]
+    assert [s["rank"] for s in starts] == [0, 1] and all(s["world_size"] == 2 for s in starts)
+    assert [len(steps_of(run, rank)) for rank in (0, 1)] == [320, 320]
+    loss0 = [value(e, "loss") for e in steps_of(run, 0)[:20]]
+    loss1 = [value(e, "loss") for e in steps_of(run, 1)[:20]]
+    assert loss0 != loss1                                         # different shards and seeds
+
+
+def test_a_second_launch_into_the_same_directory_is_refused_by_every_rank(runs, token_cache):
+    run = runs["two-ranks"]
+    for rank in (0, 1):
+        env = dict(os.environ, PYTHONPATH=str(ROOT), RANK_ID=str(rank), RANK_SIZE="2")
+        done = subprocess.run(command(run, token_cache, "--steps", "5"), cwd=str(run.parent),
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and "already holds" in done.stderr, (rank, done.stderr)
+
+
+def steps_of(run, rank):
+    return [e for e in events(run, rank) if e["type"] == "step"]

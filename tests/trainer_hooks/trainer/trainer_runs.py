@@ -10,20 +10,41 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 ROOT = Path(__file__).resolve().parents[3]
+
+
+def command(run_dir: Path, cache: Path, *argv: str) -> List[str]:
+    return [sys.executable, "-m", "trainer_hooks.trainer", "--run-dir", str(run_dir),
+            "--data-dir", str(cache), "--log-every", "1000", *argv]
 
 
 def train(run_dir: Path, cache: Path, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run the trainer to completion in its own process (cwd: a scratch dir)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), GLOG_v="3")
-    cmd = [sys.executable, "-m", "trainer_hooks.trainer", "--run-dir", str(run_dir),
-           "--data-dir", str(cache), "--log-every", "1000", *argv]
-    done = subprocess.run(cmd, cwd=str(run_dir.parent), env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    done = subprocess.run(command(run_dir, cache, *argv), cwd=str(run_dir.parent), env=env,
+                          capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, f"trainer failed ({done.returncode}):\n{done.stderr[-3000:]}"
     return done
+
+
+def train_ranks(run_dir: Path, cache: Path, *per_rank: Sequence[str], timeout: float = 300
+                ) -> List[str]:
+    """One trainer process per rank (RANK_ID/RANK_SIZE, as a launcher sets them) into one run
+    directory, at the same time; returns each rank's stderr."""
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    procs = []
+    for rank, argv in enumerate(per_rank):
+        env = dict(os.environ, PYTHONPATH=str(ROOT), GLOG_v="3", RANK_ID=str(rank),
+                   RANK_SIZE=str(len(per_rank)))
+        procs.append(subprocess.Popen(command(run_dir, cache, *argv), cwd=str(run_dir.parent),
+                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                      text=True))
+    errs = [p.communicate(timeout=timeout)[1] for p in procs]
+    for rank, (p, err) in enumerate(zip(procs, errs)):
+        assert p.returncode == 0, f"rank {rank} failed ({p.returncode}):\n{err[-3000:]}"
+    return errs
 
 
 def events(run_dir: Path, rank: int = 0) -> List[Dict]:
@@ -71,6 +92,11 @@ class Runs:
         "baseline": ("--steps", "150", "--expect-tokens-per-s", "100000"),   # ~10x the CPU's
     }
     WITH_SIDECAR = ("hang",)
+    #: runs of several ranks at once (one process each): per-rank options
+    RANKS = {
+        # rank 1's loader sleeps 100 ms a batch: a straggler, ~3x rank 0's step time
+        "two-ranks": (("--steps", "320"), ("--steps", "320", "--inject", "slow-data@100")),
+    }
 
     def __init__(self, base: Path, cache: Path) -> None:
         self.base, self.cache = base, cache
@@ -79,7 +105,9 @@ class Runs:
     def __getitem__(self, name: str) -> Path:
         if name not in self.done:
             run_dir = self.base / name
-            if name in self.WITH_SIDECAR:
+            if name in self.RANKS:
+                train_ranks(run_dir, self.cache, *self.RANKS[name], timeout=600)
+            elif name in self.WITH_SIDECAR:
                 watched(run_dir, self.cache, *self.SPECS[name])
             else:
                 train(run_dir, self.cache, *self.SPECS[name], timeout=600)
