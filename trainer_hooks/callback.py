@@ -39,7 +39,7 @@ from typing import Any, Dict, Mapping, Optional
 
 from mindspore.train import Callback
 
-from trainer_hooks import env
+from trainer_hooks import capacity, env
 from trainer_hooks.emitter import Emitter
 from trainer_hooks.guard import Guard
 from trainer_hooks.outputs import config_from_params, dataset_tokens, decode_outputs, input_tokens
@@ -223,6 +223,11 @@ class DoctorCallback(Callback):
         config["versions"] = env.versions()
         if self.precision:
             config["precision"] = self.precision
+        for key, read in (("mem_host_total_bytes", capacity.host_memory_limit),
+                          ("mem_device_capacity_bytes", capacity.device_memory_capacity)):
+            value = read()
+            if value:
+                config[key] = value
         config.update(self.user_config)
         event = make("run_start", self.rank, t=self._t_train_begin, run=self.run,
                      world_size=self.world_size, config=config, expect=self.expect or None)

@@ -105,3 +105,14 @@ def test_the_slow_rank_of_a_two_rank_launch_fires_straggler_rank_on_that_rank_on
     assert straggler, found
     assert {a["rank"] for a in straggler} == {1} and 201 <= straggler[0]["step"] <= 320
     assert {a["rank"] for a in found if a["alertname"] == "DataLoaderStarved"} == {1}
+
+
+def test_a_job_leaking_toward_its_container_limit_is_warned_before_the_oom_killer_ends_it(runs):
+    run = runs["oom"]
+    start = events(run)[0]
+    assert start["config"]["mem_host_total_bytes"] == 1536 << 20      # the cgroup's, not the RAM
+    near = fired(runs, "oom", "MemoryNearCapacity")
+    last = max(e["step"] for e in events(run) if e["type"] == "step")
+    assert near and near[0] < last, (near, last)
+    ended = [e for e in events(run) if e["type"] == "run_end"]
+    assert ended == [] or last == 400              # killed (no run_end), or it got through

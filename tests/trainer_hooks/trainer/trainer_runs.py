@@ -29,6 +29,52 @@ def train(run_dir: Path, cache: Path, *argv: str, timeout: float = 300) -> subpr
     return done
 
 
+def memory_cgroup(limit: int) -> Path:
+    """A new memory cgroup (v1, or v2 where the memory controller is delegated) limited to
+    ``limit`` bytes; ``pytest.skip`` where this machine does not let us make one."""
+    import pytest
+
+    name = f"msdoctor-test-{os.getpid()}-{limit}"
+    for base, knob in ((Path("/sys/fs/cgroup/memory"), "memory.limit_in_bytes"),
+                       (Path("/sys/fs/cgroup"), "memory.max")):
+        if not (base / knob).exists() and not (base / "cgroup.procs").exists():
+            continue
+        group = base / name
+        try:
+            group.mkdir(exist_ok=True)
+            (group / knob).write_text(str(limit))
+            return group
+        except OSError:
+            try:
+                group.rmdir()
+            except OSError:
+                pass
+    pytest.skip("cannot create a memory cgroup here (needs cgroup v1 memory or a delegated v2 "
+                "memory controller, and root)")
+
+
+def train_in_cgroup(run_dir: Path, cache: Path, limit: int, *argv: str,
+                    timeout: float = 300) -> int:
+    """Train inside a memory cgroup of ``limit`` bytes, as in a container with a memory limit;
+    the exit status (the kernel's OOM killer may end the run: -9)."""
+    group = memory_cgroup(limit)
+    procs = group / "cgroup.procs"
+
+    def enter() -> None:                  # in the child, before exec: join the cgroup
+        procs.write_text(str(os.getpid()))
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), GLOG_v="3")
+    try:
+        done = subprocess.run(command(run_dir, cache, *argv), cwd=str(run_dir.parent), env=env,
+                              capture_output=True, text=True, timeout=timeout, preexec_fn=enter)
+    finally:
+        try:
+            group.rmdir()
+        except OSError:
+            pass
+    return done.returncode
+
+
 def train_ranks(run_dir: Path, cache: Path, *per_rank: Sequence[str], timeout: float = 300
                 ) -> List[str]:
     """One trainer process per rank (RANK_ID/RANK_SIZE, as a launcher sets them) into one run
@@ -92,6 +138,11 @@ class Runs:
         "baseline": ("--steps", "150", "--expect-tokens-per-s", "100000"),   # ~10x the CPU's
     }
     WITH_SIDECAR = ("hang",)
+    #: runs inside a memory cgroup (a container's memory limit): (limit in bytes, options).
+    #: 8 MB a step leaked from ~0.9 GiB: 90 % of 1.5 GiB near step 60, the OOM killer later
+    IN_CGROUP = {
+        "oom": (1536 << 20, ("--steps", "400", "--inject", "leak@8", "--save-every", "10000")),
+    }
     #: runs of several ranks at once (one process each): per-rank options
     RANKS = {
         # rank 1's loader sleeps 100 ms a batch: a straggler, ~3x rank 0's step time
@@ -105,7 +156,11 @@ class Runs:
     def __getitem__(self, name: str) -> Path:
         if name not in self.done:
             run_dir = self.base / name
-            if name in self.RANKS:
+            if name in self.IN_CGROUP:
+                run_dir.parent.mkdir(parents=True, exist_ok=True)
+                limit, argv = self.IN_CGROUP[name]
+                train_in_cgroup(run_dir, self.cache, limit, *argv, timeout=600)
+            elif name in self.RANKS:
                 train_ranks(run_dir, self.cache, *self.RANKS[name], timeout=600)
             elif name in self.WITH_SIDECAR:
                 watched(run_dir, self.cache, *self.SPECS[name])
