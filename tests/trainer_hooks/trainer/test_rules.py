@@ -62,6 +62,7 @@ def fired(runs, run: str, name: str) -> list:
     ("nan-fp16", "LossNonFinite", 30, 30),
     ("nan-fp16", "LossScaleCollapse", 31, 60),       # every step overflows: the scale halves
     ("baseline", "ThroughputBelowBaseline", 100, 150),   # declared 100k tokens/s, has ~10k
+    ("plateau", "LossPlateau", 2001, 2600),          # 2 x 1000-step windows, then for: 500
 ])
 def test_the_named_rule_fires_on_the_faults_real_run(runs, run, alert, first, last):
     steps = fired(runs, run, alert)

@@ -136,6 +136,9 @@ class Runs:
         # beyond the faults: more rules on real runs
         "nan-fp16": ("--steps", "60", "--precision", "fp16", "--inject", "nan@30"),
         "baseline": ("--steps", "150", "--expect-tokens-per-s", "100000"),   # ~10x the CPU's
+        # updates stalled from the start: the loss never falls (micro-batch 1: ~55 steps/s)
+        "plateau": ("--steps", "2600", "--inject", "stall@1", "--micro-batch", "1",
+                    "--workers", "1", "--save-every", "10000"),
     }
     WITH_SIDECAR = ("hang",)
     #: runs inside a memory cgroup (a container's memory limit): (limit in bytes, options).
