@@ -154,7 +154,7 @@ def _derive(columns: Dict[str, np.ndarray], masks: Dict[str, np.ndarray]) -> Non
     for name, numerator in (("tokens_per_s", "tokens"), ("data_wait_share", "data_wait_s")):
         if numerator not in columns:
             continue
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             value = np.where(positive, columns[numerator] / seconds, np.nan)
         mask = _and(masks.get(numerator), masks.get("step_time_s"), positive)
         _store(columns, masks, name, value, mask)
