@@ -50,6 +50,7 @@ def fired(runs, run: str, name: str) -> list:
 
 @pytest.mark.parametrize("run, alert, first, last", [
     ("nan", "LossNonFinite", 30, 30),
+    ("nan", "GradNormNonFinite", 30, 30),            # fp32: flagged as overflow, no scaler
     ("spike-slow", "LossSpike", 210, 210),           # robust_z(loss, 200) needs 200 steps first
     ("spike-slow", "DataLoaderStarved", 101, 230),   # median over 200 steps, then for: 100 steps
     ("periodic", "LossSpikesPeriodic", 250, 360),    # spikes detectable from step 201 on
