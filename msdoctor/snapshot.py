@@ -21,7 +21,7 @@ import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -118,40 +118,66 @@ def store_from_dict(doc: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
 
 # -- consumer states: JSON values and numpy arrays ------------------------------
 ARRAY_TAG = "__ndarray__"
-ARRAY_PREFIX = "c"
+#: every consumer array lives in one of two flat members (thousands of small .npy members
+#: would make loading slow: ~0.2 ms each)
+BLOBS = {"i": ("consumer_int", np.int64), "f": ("consumer_float", np.float64)}
 
 
-def split_arrays(doc: Any, arrays: Optional[Dict[str, np.ndarray]] = None
-                 ) -> Tuple[Any, Dict[str, np.ndarray]]:
-    """``doc`` with each numpy array replaced by ``{"__ndarray__": name}``, and the arrays by
-    name: what the snapshot writes as JSON and as native ``.npy`` members."""
-    arrays = {} if arrays is None else arrays
+def split_arrays(doc: Any) -> Tuple[Any, Dict[str, np.ndarray]]:
+    """``doc`` with each numpy array replaced by a reference into one of two flat arrays
+    (integers, floats), and those arrays: what the snapshot writes as JSON and as ``.npy``."""
+    parts: Dict[str, List[np.ndarray]] = {"i": [], "f": []}
+    sizes = {"i": 0, "f": 0}
 
     def walk(value: Any) -> Any:
         if isinstance(value, np.ndarray):
-            name = f"{ARRAY_PREFIX}{len(arrays)}"
-            arrays[name] = value
-            return {ARRAY_TAG: name}
+            kind = value.dtype.kind
+            if kind not in "iubf":
+                raise TypeError(f"a consumer state holds a {value.dtype} array; only numeric "
+                                "arrays can be saved")
+            blob = "i" if kind in "iub" else "f"
+            flat = value.reshape(-1)
+            ref = {ARRAY_TAG: BLOBS[blob][0], "at": sizes[blob], "shape": list(value.shape),
+                   "dtype": value.dtype.str}
+            parts[blob].append(flat)
+            sizes[blob] += flat.shape[0]
+            return ref
         if isinstance(value, dict):
             return {k: walk(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [walk(v) for v in value]
         return value
 
-    return walk(doc), arrays
+    out = walk(doc)
+    arrays = {BLOBS[b][0]: np.concatenate(parts[b]).astype(BLOBS[b][1])
+              for b in parts if parts[b]}
+    return out, arrays
 
 
 def join_arrays(doc: Any, arrays: Mapping[str, np.ndarray]) -> Any:
-    """Inverse of :func:`split_arrays`; a reference to a missing or non-numeric array is a
+    """Inverse of :func:`split_arrays`; a reference that does not fit its array is a
     :class:`SnapshotError`."""
+    names = {name for name, _ in BLOBS.values()}
+
+    def array(ref: Dict[str, Any]) -> np.ndarray:
+        name, at, shape, dtype = ref.get(ARRAY_TAG), ref.get("at"), ref.get("shape"), ref.get("dtype")
+        blob = arrays.get(name) if name in names else None
+        try:
+            kind = np.dtype(dtype).kind
+            size = int(np.prod(shape, dtype=np.int64))
+            ok = (blob is not None and kind in "iubf" and isinstance(at, int) and at >= 0
+                  and all(isinstance(n, int) and n >= 0 for n in shape)
+                  and at + size <= blob.shape[0])
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise SnapshotError(f"state refers to {ref!r}, which does not fit the saved arrays")
+        return blob[at:at + size].astype(dtype).reshape(shape)
+
     def walk(value: Any) -> Any:
         if isinstance(value, dict):
-            if len(value) == 1 and ARRAY_TAG in value:
-                array = arrays.get(value[ARRAY_TAG]) if isinstance(value[ARRAY_TAG], str) else None
-                if array is None or array.dtype.kind not in "iuf":
-                    raise SnapshotError(f"state refers to array {value[ARRAY_TAG]!r}, which is "
-                                        "missing or not numeric")
-                return array
+            if ARRAY_TAG in value:
+                return array(value)
             return {k: walk(v) for k, v in value.items()}
         if isinstance(value, list):
             return [walk(v) for v in value]

@@ -101,3 +101,31 @@ class ArrayState:
 
     def load_state_dict(self, state):
         self.loaded = state
+
+
+def test_thousands_of_small_arrays_become_two_flat_members_and_come_back_exactly():
+    from msdoctor.snapshot import join_arrays, split_arrays
+
+    state = {"ranks": [{"w": np.arange(r, r + 5, dtype=np.float64), "i": np.arange(r),
+                        "b": np.array([r % 2 == 0, True]), "m": np.ones((2, 3)) * r,
+                        "z": np.float64(r)} for r in range(2000)]}
+    doc, arrays = split_arrays(state)
+    assert sorted(arrays) == ["consumer_float", "consumer_int"]
+    back = join_arrays(doc, arrays)
+    for r, got in enumerate(back["ranks"]):
+        want = state["ranks"][r]
+        for key in ("w", "i", "b", "m"):
+            assert got[key].dtype == want[key].dtype and np.array_equal(got[key], want[key])
+
+
+def test_a_tampered_array_reference_is_a_snapshot_error_not_a_crash():
+    import pytest
+
+    from msdoctor.snapshot import SnapshotError, join_arrays, split_arrays
+
+    doc, arrays = split_arrays({"w": np.arange(4.0)})
+    for bad in ({"at": 3}, {"at": -1}, {"shape": [9]}, {"dtype": "O"}, {"__ndarray__": "meta"},
+                {"shape": "x"}):
+        broken = {"w": dict(doc["w"], **bad)}
+        with pytest.raises(SnapshotError, match="does not fit the saved arrays"):
+            join_arrays(broken, arrays)
