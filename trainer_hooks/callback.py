@@ -60,7 +60,7 @@ class DoctorCallback(Callback):
                  expect_tokens_per_s: Optional[float] = None,
                  expect_step_time_s: Optional[float] = None,
                  expect: Optional[Mapping[str, float]] = None, update_every: int = 50,
-                 update_params: int = 4, update_max_elements: int = 65536,
+                 update_params: int = 4, update_max_elements: int = 16384,
                  queue_size: int = 8192, heartbeat_s: float = 10.0,
                  max_errors: int = 100) -> None:
         super().__init__()

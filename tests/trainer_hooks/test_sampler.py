@@ -72,3 +72,15 @@ def test_the_lr_reader_follows_fixed_rates_lists_and_groups_and_skips_schedules(
     assert lr_reader(nn.SGD(net.trainable_params(), learning_rate=schedule)) is None
     groups = [{"params": [net.weight], "lr": 0.01}, {"params": [net.bias], "lr": 0.02}]
     assert lr_reader(nn.SGD(groups, learning_rate=0.1))(1) == pytest.approx(0.01)
+
+
+def test_reading_on_the_host_gives_the_same_slices_as_slicing_on_the_device_and_owns_them():
+    ps = params((1000, 100), (20, 20))
+    on_host = UpdateSampler(ps, every=5, max_elements=1000, on_host=True).read()
+    on_device = UpdateSampler(ps, every=5, max_elements=1000, on_host=False).read()
+    assert [a.size for a in on_host] == [1000, 400]
+    for a, b in zip(on_host, on_device):
+        np.testing.assert_array_equal(a, b)
+    before = on_host[0].copy()
+    ps[0].set_data(Tensor(np.zeros((1000, 100), dtype=np.float32)))   # the weights move
+    np.testing.assert_array_equal(on_host[0], before)                  # a copy, not a view

@@ -13,7 +13,8 @@ from mindspore.train import Callback, Model
 
 from trainer_hooks.cell import DoctorTrainOneStepCell
 from trainer_hooks.trainer import checkpoint, dataset, injection, model, schedule
-from trainer_hooks.trainer.run import ADAM_BETAS, CLIP_NORM, WEIGHT_DECAY, Plan, loss_scale_of
+from trainer_hooks.trainer.run import (ADAM_BETAS, CLIP_NORM, WEIGHT_DECAY, Plan, loss_scale_of,
+                                       parallel_mode)
 
 
 class StepOrigin(Callback):
@@ -75,7 +76,7 @@ class Session:
     def build_cell(self):
         plan, inj = self.plan, self.args.injections
         model.setup_context(self.args.device)
-        model.setup_parallel(self.config["parallel"]["mode"], plan.world)
+        model.setup_parallel(parallel_mode(plan, self.args.device), plan.world)
         ms.set_seed(self.args.seed + plan.rank)
         np.random.seed(self.args.seed + plan.rank)
         self.network = model.build_llama(plan.preset, plan.precision, self.args.device)
