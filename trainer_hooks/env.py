@@ -5,6 +5,7 @@ MindFormers when they are not already imported by the training script.
 """
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import sys
@@ -55,7 +56,17 @@ def rank_and_world(environ: Mapping[str, str] = os.environ) -> Tuple[int, int]:
     return (rank or 0), (world or 1)
 
 
+@functools.lru_cache(maxsize=1)
+def _installed_versions() -> Tuple[Tuple[str, str], ...]:
+    return tuple(_read_versions().items())
+
+
 def versions() -> Dict[str, str]:
+    """Installed versions of python, mindspore and mindformers (read once per process)."""
+    return dict(_installed_versions())
+
+
+def _read_versions() -> Dict[str, str]:
     """Installed versions of python, mindspore and mindformers (read from metadata, no import)."""
     found = {"python": platform.python_version()}
     try:
