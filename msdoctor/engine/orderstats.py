@@ -15,13 +15,12 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from msdoctor.engine.nodes import Frame, Node, Out, locf
-from msdoctor.engine.windows import (_EMPTY_F, _EMPTY_I, WindowNode, _first, gather, keep,
-                                     point_rows, search_right)
+from msdoctor.engine.windows import (_EMPTY_F, _EMPTY_I, WindowNode, _first, episode_starts,
+                                     gather, keep, point_rows, search_right)
 
 MAD_SCALE = 1.4826      # MAD -> standard deviation for normal data
 MEANAD_SCALE = 1.2533   # mean absolute deviation -> standard deviation
 SPIKE_Z = 6.0
-SPIKE_GAP = 3           # spike points closer than this many steps are one spike
 
 
 def stride(n: int) -> int:
@@ -263,16 +262,7 @@ class SpikePeriod(Node):
         if rows is None:
             rows = np.arange(frame.n)
         spike_rows = rows[zvals[rows] > SPIKE_Z]
-        spike_steps = frame.steps[spike_rows]
-        prev = np.concatenate(([state["last_spike"]], spike_steps[:-1].astype(np.float64)))
-        new = ~(spike_steps - prev < SPIKE_GAP)          # NaN prev: a new spike
-        event_rows, new_events = spike_rows[new], spike_steps[new]
-        if spike_steps.shape[0]:
-            state["last_spike"] = float(spike_steps[-1])
-        carry = state["events"]
-        E = np.concatenate((carry, new_events)) if carry.shape[0] else new_events
-        hi = carry.shape[0] + np.searchsorted(event_rows, np.arange(frame.n), side="right")
-        lo = np.searchsorted(E, frame.steps - n, side="right")
+        E, lo, hi = episode_starts(frame, spike_rows, n, state, "events", "last_spike")
         out = np.zeros(frame.n)
         many = (hi - lo) >= 3
         if many.any():
@@ -281,9 +271,6 @@ class SpikePeriod(Node):
             periods = np.array([regular_period(E[p // (E.shape[0] + 1):p % (E.shape[0] + 1)])
                                 for p in uniq])
             out[many] = periods[inverse]
-        if frame.n:
-            cut = int(np.searchsorted(E, frame.steps[-1] - n, side="right"))
-            state["events"] = E[cut:].copy()
         return out, mask
 
 

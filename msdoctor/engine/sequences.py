@@ -11,9 +11,7 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 from msdoctor.engine.nodes import Frame, Node, Out, locf
-from msdoctor.engine.windows import _EMPTY_I, point_rows
-
-EPISODE_GAP = 3   # true points closer than this many steps belong to one episode
+from msdoctor.engine.windows import _EMPTY_I, episode_starts, point_rows
 
 
 def _points(frame: Frame, arg: Out) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -181,8 +179,9 @@ class Episodes(Node):
     """``episodes(x, n)``: how many episodes of x being true started in the last n steps.
 
     A point is true when x is finite and non-zero; an episode starts at a true point at least
-    ``EPISODE_GAP`` steps after the previous true point (a burst of adjacent true points is one
-    episode). The carry-over is the start steps still inside the window.
+    ``windows.EPISODE_GAP`` steps after the previous true point (a burst of adjacent true points
+    is one episode; ``spike_period`` counts its spikes the same way). The carry-over is the
+    start steps still inside the window.
     """
 
     name = "episodes"
@@ -192,21 +191,10 @@ class Episodes(Node):
         return {"starts": _EMPTY_I, "last_true": math.nan}
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        n = int(self.params[0])
-        rows, s, v = _points(frame, args[0])
+        rows, _, v = _points(frame, args[0])
         if rows is None:
             rows = np.arange(frame.n)
-        true = np.isfinite(v) & (v != 0)
-        true_rows, true_steps = rows[true], s[true]
-        prev = np.concatenate(([state["last_true"]], true_steps[:-1].astype(np.float64)))
-        new = ~(true_steps - prev < EPISODE_GAP)            # NaN prev: a new episode
-        if true_steps.shape[0]:
-            state["last_true"] = float(true_steps[-1])
-        carry = state["starts"]
-        starts = np.concatenate((carry, true_steps[new])) if carry.shape[0] else true_steps[new]
-        hi = carry.shape[0] + np.searchsorted(true_rows[new], np.arange(frame.n), side="right")
-        lo = np.searchsorted(starts, frame.steps - n, side="right")
-        if frame.n:
-            cut = int(np.searchsorted(starts, frame.steps[-1] - n, side="right"))
-            state["starts"] = starts[cut:].copy()
+        true_rows = rows[np.isfinite(v) & (v != 0)]
+        _, lo, hi = episode_starts(frame, true_rows, int(self.params[0]), state,
+                                   "starts", "last_true")
         return (hi - lo).astype(np.float64), args[0][1]

@@ -19,6 +19,34 @@ _EMPTY_I = np.zeros(0, dtype=np.int64)
 _EMPTY_F = np.zeros(0, dtype=np.float64)
 
 
+EPISODE_GAP = 3     # true points closer than this many steps belong to one episode (spike)
+
+
+def episode_starts(frame: Frame, true_rows: np.ndarray, n: int, state: Dict[str, Any],
+                   starts_key: str, last_key: str) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Episodes of the rows ``true_rows`` (ascending) whose starts fall in each row's window.
+
+    An episode starts at a true row at least ``EPISODE_GAP`` steps after the previous true row
+    (``state[last_key]`` carries the last one over batches). Returns ``(E, lo, hi)``: the
+    start steps, carry-over first, and for each row ``i`` the slice ``E[lo[i]:hi[i]]`` of those
+    in ``(step - n, step]`` seen so far; ``state[starts_key]`` keeps the starts still inside the
+    window of the batch's last row.
+    """
+    true_steps = frame.steps[true_rows]
+    prev = np.concatenate(([state[last_key]], true_steps[:-1].astype(np.float64)))
+    new = ~(true_steps - prev < EPISODE_GAP)                 # NaN prev: a new episode
+    if true_steps.shape[0]:
+        state[last_key] = float(true_steps[-1])
+    carry = state[starts_key]
+    E = np.concatenate((carry, true_steps[new])) if carry.shape[0] else true_steps[new]
+    hi = carry.shape[0] + np.searchsorted(true_rows[new], np.arange(frame.n), side="right")
+    lo = np.searchsorted(E, frame.steps - n, side="right")
+    if frame.n:
+        cut = int(np.searchsorted(E, frame.steps[-1] - n, side="right"))
+        state[starts_key] = E[cut:].copy()
+    return E, lo, hi
+
+
 def search_right(S: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``np.searchsorted(S, x, side="right")`` for sorted int64 step numbers ``S``.
 
