@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 from typing import Iterator, List, Optional
 
+from trainer_hooks import env
+
 #: A cgroup limit at or above this means "no limit" (v1 writes 2^63 rounded down to a page).
 UNLIMITED = 1 << 60
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -84,15 +86,11 @@ def parse_size(text: str) -> Optional[int]:
 
 def device_memory_capacity() -> Optional[int]:
     """Bytes of device memory on GPU/Ascend (MindSpore already imported), None on CPU/unknown."""
-    import sys
-
-    ms = sys.modules.get("mindspore")
-    if ms is None:
+    target = env.device_target()
+    if not target or target == "CPU":
         return None
     try:
-        target = ms.get_context("device_target")
-        if not target or target == "CPU":
-            return None
+        import mindspore as ms
         from mindspore import hal
 
         sizes = [int(hal.get_device_properties(int(ms.get_context("device_id") or 0)).total_memory)]

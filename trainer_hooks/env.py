@@ -56,6 +56,18 @@ def rank_and_world(environ: Mapping[str, str] = os.environ) -> Tuple[int, int]:
     return (rank or 0), (world or 1)
 
 
+def device_target() -> Optional[str]:
+    """MindSpore's ``device_target`` ("CPU", "GPU", "Ascend") when MindSpore is already imported
+    and has a context; None otherwise (never imports it, never raises)."""
+    ms = sys.modules.get("mindspore")
+    if ms is None:
+        return None
+    try:
+        return str(ms.get_context("device_target")) or None
+    except Exception:  # noqa: BLE001 - no context yet
+        return None
+
+
 @functools.lru_cache(maxsize=1)
 def _installed_versions() -> Tuple[Tuple[str, str], ...]:
     return tuple(_read_versions().items())
@@ -126,10 +138,9 @@ class Memory:
     def enable_device(self) -> None:
         """Use device pool statistics if MindSpore runs on a backend that reports them."""
         try:
-            import mindspore as ms
             from mindspore.runtime.memory import _memory_stats
 
-            target = ms.get_context("device_target")
+            target = device_target()
             if target and target != "CPU":
                 self._device_stats = lambda: _memory_stats(target)
         except Exception:  # noqa: BLE001 - older MindSpore: no runtime memory API

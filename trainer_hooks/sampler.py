@@ -12,6 +12,8 @@ from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np
 
+from trainer_hooks import env
+
 
 class UpdateSampler:
     """Samples ``update_ratio`` every ``every`` steps from up to ``count`` parameters.
@@ -32,7 +34,8 @@ class UpdateSampler:
             picks = np.linspace(0, len(candidates) - 1, count).round().astype(int)
             candidates = [candidates[i] for i in sorted(set(picks.tolist()))]
         self.params = candidates
-        self.on_host = on_host if on_host is not None else _cpu_backend()
+        # unknown backend: slice on the device (the choice that is safe on any backend)
+        self.on_host = on_host if on_host is not None else env.device_target() == "CPU"
         self._snapshot: Optional[List[np.ndarray]] = None
 
     def _rows(self, param: Any) -> int:
@@ -76,17 +79,6 @@ class UpdateSampler:
         if self.params and (step + delta) // self.every > step // self.every:
             self._snapshot = self.read()
         return ratio
-
-
-def _cpu_backend() -> bool:
-    """True when MindSpore (already imported) runs on its CPU backend."""
-    import sys
-
-    ms = sys.modules.get("mindspore")
-    try:
-        return ms is not None and ms.get_context("device_target") == "CPU"
-    except Exception:  # noqa: BLE001 - no context yet: assume a device (the safe choice)
-        return False
 
 
 def relative_change(before: Sequence[np.ndarray], after: Sequence[np.ndarray]) -> Optional[float]:

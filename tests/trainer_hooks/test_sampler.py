@@ -84,3 +84,8 @@ def test_reading_on_the_host_gives_the_same_slices_as_slicing_on_the_device_and_
     before = on_host[0].copy()
     ps[0].set_data(Tensor(np.zeros((1000, 100), dtype=np.float32)))   # the weights move
     np.testing.assert_array_equal(on_host[0], before)                  # a copy, not a view
+
+
+def test_on_the_cpu_backend_the_sampler_reads_on_the_host_by_default():
+    assert ms.get_context("device_target") == "CPU"
+    assert UpdateSampler(params((4, 4)), every=5).on_host is True
