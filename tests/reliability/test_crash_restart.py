@@ -47,16 +47,20 @@ def drain(sidecar: Sidecar) -> None:
         pass
 
 
+def nan_run(tmp_path: Path):
+    """The NaN rule loaded from a file, a run directory and its rank-0 spool path."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(NAN_RULES)
+    run_dir = tmp_path / "run"
+    return load_rules([rules]), run_dir, run_dir / "events" / "rank-0.jsonl"
+
+
 def key_counts(run_dir: Path) -> Counter:
     return Counter(transition_key(a) for a in read_alerts(run_dir))
 
 
 def test_a_crash_between_an_alert_append_and_the_next_snapshot_does_not_notify_it_twice(tmp_path):
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(NAN_RULES)
-    ruleset = load_rules([rules])
-    run_dir = tmp_path / "run"
-    spool = run_dir / "events" / "rank-0.jsonl"
+    ruleset, run_dir, spool = nan_run(tmp_path)
     write_steps(spool, range(1, 11))
     first = Sidecar(run_dir, consumers=[EngineConsumer(ruleset, run_dir, log_transitions=False)])
     drain(first)
@@ -77,11 +81,7 @@ def test_a_crash_between_an_alert_append_and_the_next_snapshot_does_not_notify_i
 
 def test_transitions_not_yet_found_again_survive_a_second_crash(tmp_path):
     """Killed again while catching up: the not-yet-re-found transitions are in the snapshot."""
-    rules = tmp_path / "rules.yaml"
-    rules.write_text(NAN_RULES)
-    ruleset = load_rules([rules])
-    run_dir = tmp_path / "run"
-    spool = run_dir / "events" / "rank-0.jsonl"
+    ruleset, run_dir, spool = nan_run(tmp_path)
     write_steps(spool, range(1, 8001), nan_at={5, 7990})   # > 256 KiB: several polls
     first = Sidecar(run_dir, consumers=[EngineConsumer(ruleset, run_dir, log_transitions=False)])
     drain(first)                                           # 4 transitions, never snapshotted
