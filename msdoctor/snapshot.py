@@ -149,7 +149,7 @@ def split_arrays(doc: Any) -> Tuple[Any, Dict[str, np.ndarray]]:
         return value
 
     out = walk(doc)
-    arrays = {BLOBS[b][0]: np.concatenate(parts[b]).astype(BLOBS[b][1])
+    arrays = {BLOBS[b][0]: np.concatenate(parts[b]).astype(BLOBS[b][1], copy=False)
               for b in parts if parts[b]}
     return out, arrays
 
