@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Iterable, List, Optional
 
-from msdoctor.events import encode, make
+from msdoctor.wire import encode, make
 
 TOKENS = 8192.0
 STEP_TIME = 0.5

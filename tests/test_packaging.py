@@ -57,7 +57,7 @@ def test_installing_the_wheel_leaves_this_environment_s_msdoctor_alone(installed
 
 
 def test_a_wheel_install_finds_the_shipped_rules_without_being_told_where(installed):
-    done = run(installed, "-c", "from msdoctor.engine import default_rules_dir; print(default_rules_dir())")
+    done = run(installed, "-c", "from msdoctor.core.engine import default_rules_dir; print(default_rules_dir())")
     rules = Path(done.stdout.strip())
     assert rules == installed / "share" / "msdoctor" / "rules", done.stderr
     assert sorted(p.name for p in rules.glob("*.yaml")) == RULE_FILES

@@ -26,12 +26,12 @@ import time
 from typing import Any, Dict, List, Optional
 
 from trainer_hooks.guard import Guard
-from trainer_hooks.wire import encode, make
+from trainer_hooks.wire import encode, make, rank_file
 
 
 def spool_path(run_dir: str, rank: int) -> str:
     """The spool file of ``rank`` under ``run_dir``."""
-    return os.path.join(run_dir, "events", f"rank-{rank}.jsonl")
+    return str(rank_file(run_dir, rank))
 
 
 def _last_byte(path: str, size: int) -> bytes:

@@ -1,6 +1,6 @@
 """The ``/api/v1`` route table: path + query string in, ``(status, JSON body)`` out.
 
-Independent of the HTTP server (``msdoctor.exporter.server`` calls
+Independent of the HTTP server (``msdoctor.http.server`` calls
 :meth:`Api.handle`), so it is tested without sockets. Every route is read-only;
 bad parameters get a 400 naming the parameter, what was given and what is
 expected; unknown runs, ranks and signals get a 404 listing what exists.
@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import parse_qs, unquote
 
-from msdoctor.api import views
-from msdoctor.api.overview import MAX_SPARK_POINTS, overview
-from msdoctor.api.schema import openapi
+from msdoctor.core import views
+from msdoctor.core.overview import MAX_SPARK_POINTS, overview
+from msdoctor.api.openapi import openapi
 
 PREFIX = "/api/v1"
 ALERT_STATES = ("active", "firing", "pending")
@@ -80,7 +80,7 @@ def _rank(text: str) -> int:
 
 
 class Api:
-    """Dispatch ``GET /api/v1/...`` requests to :mod:`msdoctor.api.views`."""
+    """Dispatch ``GET /api/v1/...`` requests to :mod:`msdoctor.core.views`."""
 
     def __init__(self, context: Context) -> None:
         self.ctx = context

@@ -22,7 +22,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Deque, Dict, Iterable, List, Optional, Protocol, Tuple
 
-log = logging.getLogger("msdoctor.alerts.feed")
+log = logging.getLogger("msdoctor.core.alerts.feed")
 
 ACTIVE_STATES = ("pending", "firing")
 #: Transition states the feed understands; anything else ends the alert.

@@ -1,8 +1,8 @@
 """``/metrics`` for Prometheus: the metric-name table, the collector over the sidecar's
-state, a fast text exposition, and the HTTP server that also carries ``/api/v1``.
+state and a fast text exposition (served by :mod:`msdoctor.http`).
 
-Submodules load on first use, so ``msdoctor.exporter.names`` and the serve flags
-(``msdoctor.exporter.endpoint.add_arguments``) do not import prometheus_client.
+Submodules load on first use, so ``msdoctor.exporter.names`` does not import
+prometheus_client.
 """
 from __future__ import annotations
 
@@ -14,10 +14,6 @@ _EXPORTS = {
     "StoreCollector": "msdoctor.exporter.collector",
     "snapshot_families": "msdoctor.exporter.collector",
     "render": "msdoctor.exporter.exposition",
-    "DEFAULT_LISTEN": "msdoctor.exporter.server",
-    "ListenError": "msdoctor.exporter.server",
-    "SidecarServer": "msdoctor.exporter.server",
-    "Endpoint": "msdoctor.exporter.endpoint",
 }
 
 __all__ = sorted(_EXPORTS)

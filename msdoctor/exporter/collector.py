@@ -1,6 +1,6 @@
 """Read the sidecar's state at scrape time and turn it into metric families.
 
-:func:`snapshot_families` walks the :class:`~msdoctor.state.Store` once and
+:func:`snapshot_families` walks the :class:`~msdoctor.core.state.Store` once and
 returns columnar :class:`Family` objects (label tuples + values), a handful of
 Python operations per rank. :class:`StoreCollector` is the prometheus_client
 custom collector over the same data (``registry.register(StoreCollector(...))``);

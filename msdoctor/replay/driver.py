@@ -1,7 +1,7 @@
 """Replaying logs: read the inputs with their format's reader, run the rule engine, summarise.
 
 The result has the shape of ``msdoctor replay RUN_DIR --json`` over a spool
-(:func:`msdoctor.commands.replay.replay`): ``{"alerts": [...], "summary": {...}}``, plus
+(:func:`msdoctor.cli.replay.replay`): ``{"alerts": [...], "summary": {...}}``, plus
 the input facts (``format``, ``inputs``, ``lines``, ``parse_errors``, ``notes``,
 ``unknown_columns``) and the run summary (``stats``).
 """
@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 
 import numpy as np
 
-from msdoctor.batch import StepBatch
+from msdoctor.core.batch import StepBatch
 from msdoctor.replay.formats import (FORMATS, READERS, FormatError, detect, expand, file_order,
                                      is_spool, rank_of)
 from msdoctor.replay.progress import ProgressBar
@@ -128,10 +128,9 @@ def items_of(recording: Recording) -> Iterator[Item]:
 
 def spool_items(run_dir: Path, errors: List[str]) -> Iterator[Item]:
     """A spool's chunks, read by the sidecar's own tailer (the spool path of replay)."""
-    from msdoctor.commands.replay import poll_all
-    from msdoctor.spool import SpoolTailer
+    from msdoctor.core.spool import SpoolTailer, drain
 
-    for chunks in poll_all(SpoolTailer(run_dir)):
+    for chunks in drain(SpoolTailer(run_dir)):
         for chunk in chunks:
             errors.extend(str(e) for e in chunk.errors)
             yield chunk.run, chunk.rank, list(chunk.others), chunk.steps
@@ -140,7 +139,7 @@ def spool_items(run_dir: Path, errors: List[str]) -> Iterator[Item]:
 def evaluate(items: Iterable[Item], rules: Any, observe: Optional[Callable[[Item], None]] = None
              ) -> Dict[str, Any]:
     """Run ``rules`` (a RuleSet) over ``items``; the replay result's alerts and engine facts."""
-    from msdoctor.engine.evaluator import Engine
+    from msdoctor.core.engine.evaluator import Engine
 
     transitions: List[Any] = []
     engine = Engine(rules, sinks=[transitions.append])

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 from msdoctor.replay import mindformers, mindspore, table
+from msdoctor.wire.layout import is_run_dir
 
 #: Formats in the order autodetection tries them.
 FORMATS = ("spool", "mindformers", "mindspore", "csv", "jsonl")
@@ -32,7 +33,7 @@ class FormatError(ValueError):
 
 def is_spool(path: Path) -> bool:
     """A run directory (``events/rank-N.jsonl``)."""
-    return path.is_dir() and (path / "events").is_dir()
+    return is_run_dir(path)
 
 
 def expand(paths: List[str]) -> List[Path]:

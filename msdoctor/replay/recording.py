@@ -2,7 +2,7 @@
 
 A reader appends parsed blocks (step numbers, times, named float columns with a
 "recorded" mask) to a :class:`Recording`; :meth:`Recording.batches` turns each
-(run, rank)'s blocks into :class:`~msdoctor.batch.StepBatch` es of bounded size, the
+(run, rank)'s blocks into :class:`~msdoctor.core.batch.StepBatch` es of bounded size, the
 same objects the spool ingest makes, so the rule engine cannot tell a log from a spool.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
-from msdoctor.batch import StepBatch, assemble
+from msdoctor.core.batch import StepBatch, assemble
 
 #: Rows per batch handed to the engine (its cost is per operator and batch, not per row).
 BATCH_ROWS = 32768

@@ -6,7 +6,7 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from msdoctor.batch import StepBatch
+from msdoctor.core.batch import StepBatch
 
 
 class _Rank:

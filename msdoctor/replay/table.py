@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from msdoctor.events.schema import STEP_SIGNALS
+from msdoctor.wire.schema import STEP_SIGNALS
 from msdoctor.replay.numbers import flags, floats
 from msdoctor.replay.recording import Block, Recording
 from msdoctor.replay.textfile import Progress, blocks

@@ -1,6 +1,6 @@
 """In-memory alert transitions for the embedded TUI (the engine's sink).
 
-Offers the two reads ``msdoctor.api.views`` makes of the sidecar's alert feed,
+Offers the two reads ``msdoctor.core.views`` makes of the sidecar's alert feed,
 ``active()`` and ``history(limit)``, with the same semantics: the latest
 pending/firing transition of each (alert, run, rank) is active, anything else
 ends it.

@@ -7,7 +7,7 @@ row marks their steps. Alert steps are red ``┊`` columns.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from rich.text import Text

@@ -18,9 +18,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 from msdoctor.tui.model import Snapshot
 from msdoctor.tui.reader import ApiReader, NotFoundError, Request, SourceError
 
-DEFAULT_URL = "http://127.0.0.1:9400"
-TOKEN_ENV = "MSDOCTOR_API_TOKEN"
-API_PREFIX = "/api/v1"
+from msdoctor.wire.layout import API_PREFIX, DEFAULT_URL, TOKEN_ENV, alerts_file
 
 try:  # orjson is a core dependency; stay usable without it
     import orjson
@@ -134,7 +132,7 @@ def _error_text(exc: urllib.error.HTTPError) -> str:
 class EmbeddedSource(Source):
     """Run the sidecar core over ``run_dir`` in this process (no sidecar needed).
 
-    A :class:`~msdoctor.daemon.Sidecar` (``persist=False``: nothing is written
+    A :class:`~msdoctor.core.pipeline.Sidecar` (``persist=False``: nothing is written
     into the run directory) tails the spool and feeds the rule engine, whose
     alerts go to an in-memory book; when the engine cannot be loaded, the
     alerts another process wrote to ``<run_dir>/alerts.jsonl`` are shown
@@ -144,7 +142,7 @@ class EmbeddedSource(Source):
     def __init__(self, run_dir: os.PathLike | str, rules: Sequence[str] = (),
                  catch_up_s: float = 0.5, clock: Callable[[], float] = time.time) -> None:
         from msdoctor.api import Api, Context
-        from msdoctor.daemon import Sidecar
+        from msdoctor.core.pipeline import Sidecar
 
         self.run_dir = Path(run_dir)
         if not self.run_dir.is_dir():
@@ -160,10 +158,10 @@ class EmbeddedSource(Source):
 
     def _alerts(self, rules: Sequence[str]) -> tuple:
         try:
-            from msdoctor.engine import Engine, default_rules_dir, load_rules
+            from msdoctor.core.engine import Engine, default_rules_dir, load_rules
         except ImportError:
             from msdoctor.delivery.feed import AlertFeed
-            return None, AlertFeed(self.run_dir / "alerts.jsonl")
+            return None, AlertFeed(alerts_file(self.run_dir))
         from msdoctor.tui.alertbook import AlertBook
 
         book = AlertBook()

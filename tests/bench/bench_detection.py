@@ -38,8 +38,8 @@ for path in (HERE, ROOT):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from msdoctor.batch import StepBatch                      # noqa: E402
-from msdoctor.engine import Engine, load_rules            # noqa: E402
+from msdoctor.core.batch import StepBatch                      # noqa: E402
+from msdoctor.core.engine import Engine, load_rules            # noqa: E402
 from synthetic import (ANOMALIES, SPARSE, Run, anomaly_specs, clean_specs, generate,  # noqa: E402
                        run_start)
 

@@ -4,7 +4,7 @@ Generates realistic step lines (every signal, ~400 bytes each, noisy LLM-like
 loss, sampled update_ratio, an occasional overflow), writes them as a spool,
 then measures in the same process, on the same lines:
   - bare ``orjson.loads`` of every line (the floor set by JSON parsing),
-  - the ingest's per-line decode (``msdoctor.spool.decode_line``) for reference,
+  - the ingest's per-line decode (``msdoctor.core.spool.decode_line``) for reference,
   - the ingest: ``SpoolTailer.poll`` (read + bulk decode + columnize), as replay polls,
   - the engine alone (``Engine.on_chunk`` on the ready chunks),
   - the whole replay path: poll -> decode -> columnize -> evaluate, ranks interleaved
@@ -37,13 +37,14 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import orjson  # noqa: E402
 
-from msdoctor.batch import StepBatch  # noqa: E402
-from msdoctor.commands.replay import poll_all, replay  # noqa: E402
-from msdoctor.engine.evaluator import Engine  # noqa: E402
-from msdoctor.engine.loader import default_rules_dir, load_rules, rule_files  # noqa: E402
-from msdoctor.events import encode, make  # noqa: E402
-from msdoctor.spool import SpoolTailer, decode_line  # noqa: E402
-from msdoctor.snapshot import split_arrays  # noqa: E402
+from msdoctor.core.batch import StepBatch  # noqa: E402
+from msdoctor.cli.replay import replay  # noqa: E402
+from msdoctor.core.spool import drain as poll_all  # noqa: E402
+from msdoctor.core.engine.evaluator import Engine  # noqa: E402
+from msdoctor.core.engine.loader import default_rules_dir, load_rules, rule_files  # noqa: E402
+from msdoctor.wire import encode, make  # noqa: E402
+from msdoctor.core.spool import SpoolTailer, decode_line  # noqa: E402
+from msdoctor.core.snapshot import split_arrays  # noqa: E402
 
 BATCH = 8192
 FALLBACK = """

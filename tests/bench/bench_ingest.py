@@ -3,7 +3,7 @@
 Writes a realistic spool (default 8 ranks x 50k steps, ~380-byte step lines),
 then measures in the same process:
   - bare ``orjson.loads`` over the same lines (the floor set by JSON parsing),
-  - ``msdoctor.events.decode`` (orjson + schema validation),
+  - ``msdoctor.wire.decode`` (orjson + schema validation),
   - the full ingest: SpoolTailer.poll -> Store.apply, until the spool is drained,
 and prints lines/s for each (CPU time, ``time.process_time``: other work on a
 shared machine makes wall time noise), the ingest/orjson ratio, snapshot size
@@ -29,10 +29,10 @@ sys.path.insert(0, str(ROOT))
 
 import orjson  # noqa: E402
 
-from msdoctor import snapshot  # noqa: E402
-from msdoctor.events import decode, encode, make  # noqa: E402
-from msdoctor.spool import SpoolTailer  # noqa: E402
-from msdoctor.state import Store  # noqa: E402
+from msdoctor.core import snapshot  # noqa: E402
+from msdoctor.wire import decode, encode, make  # noqa: E402
+from msdoctor.core.spool import SpoolTailer  # noqa: E402
+from msdoctor.core.state import Store  # noqa: E402
 
 
 def write_spool(run_dir: Path, ranks: int, steps: int, seed: int = 0) -> int:

@@ -58,10 +58,10 @@ def peak_mb() -> float:
 
 def serve_sidecar(run_dir: Path):
     """A Sidecar wired like ``msdoctor serve`` (without the HTTP thread)."""
-    from msdoctor.commands.serve import build_consumers
-    from msdoctor.daemon import Sidecar
-    from msdoctor.engine.loader import default_rules_dir, load_rules
-    from msdoctor.exporter.endpoint import Endpoint
+    from msdoctor.cli.serve import build_consumers
+    from msdoctor.core.pipeline import Sidecar
+    from msdoctor.core.engine.loader import default_rules_dir, load_rules
+    from msdoctor.http.wiring import Endpoint
 
     args = argparse.Namespace(run_dir=run_dir, rules=None, progress_every=30.0,
                               ruleset=load_rules([default_rules_dir()]))

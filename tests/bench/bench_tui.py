@@ -30,10 +30,10 @@ from typing import Callable, List, Tuple
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from msdoctor.daemon import Sidecar  # noqa: E402
-from msdoctor.engine import default_rules_dir, load_rules  # noqa: E402
-from msdoctor.engine.consumer import EngineConsumer  # noqa: E402
-from msdoctor.exporter.endpoint import Endpoint  # noqa: E402
+from msdoctor.core.pipeline import Sidecar  # noqa: E402
+from msdoctor.core.engine import default_rules_dir, load_rules  # noqa: E402
+from msdoctor.core.engine.consumer import EngineConsumer  # noqa: E402
+from msdoctor.http.wiring import Endpoint  # noqa: E402
 from msdoctor.tui.app import DoctorApp  # noqa: E402
 from msdoctor.tui.reader import Request  # noqa: E402
 from msdoctor.tui.source import EmbeddedSource, FixedSource, HttpSource, Source  # noqa: E402

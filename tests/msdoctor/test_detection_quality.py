@@ -20,7 +20,7 @@ sys.path.insert(0, str(BENCH))
 import bench_detection as bench                    # noqa: E402
 from synthetic import Spec, clean_specs, events, generate   # noqa: E402
 
-from msdoctor.batch import columnize               # noqa: E402
+from msdoctor.core.batch import columnize               # noqa: E402
 
 
 @pytest.fixture(scope="module")

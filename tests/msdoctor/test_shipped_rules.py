@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from msdoctor.engine import check_rules, default_rules_dir, load_rules
-from msdoctor.engine.ruletest import run_test_file
+from msdoctor.core.engine import check_rules, default_rules_dir, load_rules
+from msdoctor.core.engine.ruletest import run_test_file
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "rules"

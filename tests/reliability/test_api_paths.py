@@ -9,9 +9,9 @@ import http.client
 import pytest
 
 from msdoctor.api import Api, Context
-from msdoctor.daemon import Sidecar
+from msdoctor.core.pipeline import Sidecar
 from msdoctor.exporter.collector import StoreCollector
-from msdoctor.exporter.server import SidecarServer
+from msdoctor.http.server import SidecarServer
 from tests.spool_factory import write_run
 
 SECRET = "TOP-SECRET-4242"

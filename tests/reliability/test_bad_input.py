@@ -6,10 +6,10 @@ import logging
 
 import pytest
 
-from msdoctor.commands.serve import LogReporter
-from msdoctor.daemon import Sidecar
-from msdoctor.events import encode, make
-from msdoctor.spool import MAX_LINE_BYTES
+from msdoctor.cli.serve import LogReporter
+from msdoctor.core.pipeline import Sidecar
+from msdoctor.wire import encode, make
+from msdoctor.core.spool import MAX_LINE_BYTES
 
 
 def step(n: int, **fields) -> bytes:

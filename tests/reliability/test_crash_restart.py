@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from msdoctor.alerts import read_alerts
-from msdoctor.alerts.journal import AlertJournal, transition_key
-from msdoctor.alerts.model import Alert
-from msdoctor.daemon import Sidecar
+from msdoctor.core.alerts import read_alerts
+from msdoctor.core.alerts.journal import AlertJournal, transition_key
+from msdoctor.core.alerts.model import Alert
+from msdoctor.core.pipeline import Sidecar
 from msdoctor.delivery.feed import AlertFeed
-from msdoctor.engine.consumer import EngineConsumer
-from msdoctor.engine.evaluator import Engine
-from msdoctor.engine.loader import default_rules_dir, load_rules
-from msdoctor.events import encode, make
+from msdoctor.core.engine.consumer import EngineConsumer
+from msdoctor.core.engine.evaluator import Engine
+from msdoctor.core.engine.loader import default_rules_dir, load_rules
+from msdoctor.wire import encode, make
 from tests.reliability.helpers import Serve, alert_lines, spool_lines, toy_training, wait_for
 
 NAN_RULES = """

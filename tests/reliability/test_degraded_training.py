@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from disk import mount_full_tmpfs, unmount
 
-from msdoctor.events import decode
+from msdoctor.wire import decode
 
 STEPS = 30
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from msdoctor.events import encode, make
+from msdoctor.wire import encode, make
 from tests.reliability.helpers import ROOT, Serve, free_port, wait_for
 
 RULE = """

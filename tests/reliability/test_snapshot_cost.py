@@ -7,9 +7,9 @@ import time
 
 import numpy as np
 
-from msdoctor.daemon import SNAPSHOT_BUDGET, Sidecar
-from msdoctor.engine.context import pack, unpack
-from msdoctor.events import encode, make
+from msdoctor.core.pipeline import SNAPSHOT_BUDGET, Sidecar
+from msdoctor.core.engine.context import pack, unpack
+from msdoctor.wire import encode, make
 
 
 class SlowState:
@@ -104,7 +104,7 @@ class ArrayState:
 
 
 def test_thousands_of_small_arrays_become_two_flat_members_and_come_back_exactly():
-    from msdoctor.snapshot import join_arrays, split_arrays
+    from msdoctor.core.snapshot import join_arrays, split_arrays
 
     state = {"ranks": [{"w": np.arange(r, r + 5, dtype=np.float64), "i": np.arange(r),
                         "b": np.array([r % 2 == 0, True]), "m": np.ones((2, 3)) * r,
@@ -121,7 +121,7 @@ def test_thousands_of_small_arrays_become_two_flat_members_and_come_back_exactly
 def test_a_tampered_array_reference_is_a_snapshot_error_not_a_crash():
     import pytest
 
-    from msdoctor.snapshot import SnapshotError, join_arrays, split_arrays
+    from msdoctor.core.snapshot import SnapshotError, join_arrays, split_arrays
 
     doc, arrays = split_arrays({"w": np.arange(4.0)})
     for bad in ({"at": 3}, {"at": -1}, {"shape": [9]}, {"dtype": "O"}, {"__ndarray__": "meta"},

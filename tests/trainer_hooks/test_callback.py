@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from msdoctor.events import decode
+from msdoctor.wire import decode
 from trainer_hooks import toy
 from trainer_hooks.emitter import spool_path
 from trainer_hooks.guard import HookWarning

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from msdoctor.events import decode
+from msdoctor.wire import decode
 from trainer_hooks import toy
 from trainer_hooks.emitter import spool_path
 

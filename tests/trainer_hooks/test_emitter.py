@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from msdoctor.events import decode
+from msdoctor.wire import decode
 from trainer_hooks.emitter import Emitter, spool_path
 from trainer_hooks.guard import HookWarning
 from trainer_hooks.wire import make

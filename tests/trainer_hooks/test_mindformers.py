@@ -132,7 +132,7 @@ def test_every_step_records_loss_overflow_loss_scale_and_global_norm(mf_run):
 
 
 def test_replaying_the_mindformers_log_of_the_same_run_gives_the_same_series(mf_run):
-    from msdoctor.engine.loader import default_rules_dir, load_rules
+    from msdoctor.core.engine.loader import default_rules_dir, load_rules
     from msdoctor.replay.driver import load
 
     recording = load([str(mf_run["log"])])

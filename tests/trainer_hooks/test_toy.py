@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from msdoctor.events import decode
+from msdoctor.wire import decode
 
 REPO = Path(__file__).resolve().parents[2]
 

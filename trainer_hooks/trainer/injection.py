@@ -38,6 +38,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from trainer_hooks.wire import STOP_FILE
+
 FORMS = ("nan@STEP", "spike@STEP", "periodic@K", "stall@STEP", "slow-data@MS", "lr-high",
          "loss-scale-low", "leak[@MB]", "hang@STEP", "accum-mismatch")
 
@@ -183,7 +185,7 @@ def make_callback(injections: Injections, network, schedule, run_dir: str, hang_
         def __init__(self) -> None:
             super().__init__()
             self.kept: List[np.ndarray] = []       # the leak: never released
-            self.stop_path = os.path.join(run_dir, "control", "stop.json")
+            self.stop_path = os.path.join(run_dir, STOP_FILE)
             self.begun = 0.0
             self.timed = 0
 

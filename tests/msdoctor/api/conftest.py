@@ -6,7 +6,7 @@ import json
 import pytest
 
 from msdoctor.api import Api, Context
-from msdoctor.daemon import Sidecar
+from msdoctor.core.pipeline import Sidecar
 from msdoctor.delivery import AlertFeed
 from spool_factory import write_run
 

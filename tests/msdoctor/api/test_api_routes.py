@@ -143,4 +143,4 @@ def test_the_committed_openapi_document_is_current():
 
     committed = Path(__file__).resolve().parents[3] / "docs" / "api.openapi.json"
     assert json.loads(committed.read_text()) == openapi(), \
-        "regenerate docs/api.openapi.json from msdoctor.api.schema.openapi()"
+        "regenerate docs/api.openapi.json from msdoctor.api.openapi.openapi()"

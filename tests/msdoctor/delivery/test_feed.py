@@ -53,7 +53,7 @@ def test_new_transitions_reach_listeners_once_and_update_the_active_set(tmp_path
 def test_a_bad_line_is_skipped_counted_and_logged_once_with_its_line_number(tmp_path, caplog):
     path = tmp_path / "alerts.jsonl"
     path.write_text("not json\n" + line(state="exploded") + line())
-    with caplog.at_level(logging.WARNING, "msdoctor.alerts.feed"):
+    with caplog.at_level(logging.WARNING, "msdoctor.core.alerts.feed"):
         feed = AlertFeed(path)
     assert feed.errors == 2 and len(feed.active()) == 1
     (record,) = caplog.records

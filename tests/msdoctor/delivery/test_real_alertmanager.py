@@ -8,7 +8,7 @@ import time
 import pytest
 
 import servers
-from msdoctor.daemon import Sidecar
+from msdoctor.core.pipeline import Sidecar
 from msdoctor.delivery import AlertFeed, AlertmanagerDeliverer
 from spool_factory import write_run
 
@@ -24,8 +24,8 @@ def am_alerts(url, name):
 
 
 def test_a_nan_loss_arrives_in_alertmanager_with_its_fix_and_resolves(tmp_path):
-    from msdoctor.alerts import AlertJournal
-    from msdoctor.engine import Engine, default_rules_dir, load_rules
+    from msdoctor.core.alerts import AlertJournal
+    from msdoctor.core.engine import Engine, default_rules_dir, load_rules
 
     run_dir = tmp_path / "run"
     write_run(run_dir, run="nan-run", ranks=(0, 1), steps=30, nan_at=20)

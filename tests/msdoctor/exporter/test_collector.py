@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from msdoctor.daemon import Sidecar
+from msdoctor.core.pipeline import Sidecar
 from msdoctor.exporter import names
 from msdoctor.exporter.collector import StoreCollector
 from msdoctor.exporter.exposition import LabelCache, format_values, render

@@ -138,7 +138,7 @@ def test_rotated_files_are_read_oldest_first(tmp_path):
 
 
 def test_a_restart_that_repeats_steps_is_replayed_without_false_alarms(tmp_path):
-    from msdoctor.engine.loader import default_rules_dir, load_rules
+    from msdoctor.core.engine.loader import default_rules_dir, load_rules
 
     losses = L.loss_curve(300, seed=4)
     lines = list(L.mf_lines(losses[:200], grad_norms=[1.0] * 200, steps_per_epoch=300))

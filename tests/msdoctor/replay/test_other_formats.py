@@ -11,7 +11,7 @@ import logformats as L
 import numpy as np
 import pytest
 
-from msdoctor.events import encode, make
+from msdoctor.wire import encode, make
 from msdoctor.replay.driver import evaluate, items_of, load, replay_paths
 from msdoctor.replay.formats import FormatError
 
@@ -38,7 +38,7 @@ def test_loss_monitor_lines_give_global_steps_and_time_monitor_gives_step_times(
 
 
 def test_loss_monitor_raising_on_nan_becomes_a_nan_loss_step_that_fires(tmp_path):
-    from msdoctor.engine.loader import default_rules_dir, load_rules
+    from msdoctor.core.engine.loader import default_rules_dir, load_rules
 
     losses = L.loss_curve(25)
     losses[22] = float("nan")
@@ -144,6 +144,6 @@ def test_the_text_output_has_the_table_the_problems_and_the_summary(tmp_path):
 
 
 def _rules():
-    from msdoctor.engine.loader import default_rules_dir, load_rules
+    from msdoctor.core.engine.loader import default_rules_dir, load_rules
 
     return load_rules([str(default_rules_dir())])

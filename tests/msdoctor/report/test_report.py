@@ -55,7 +55,7 @@ def test_a_png_is_refused_with_a_clear_message_without_matplotlib(tmp_path):
 
 
 def test_a_spool_run_directory_reports_too(tmp_path):
-    from msdoctor.events import encode, make
+    from msdoctor.wire import encode, make
 
     run_dir = tmp_path / "run"
     (run_dir / "events").mkdir(parents=True)

@@ -1,7 +1,6 @@
 """The data sources over real state: the embedded core, and a real sidecar HTTP endpoint."""
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import math
 import time
@@ -10,11 +9,11 @@ from pathlib import Path
 import pytest
 
 import spool_factory
-from msdoctor.daemon import Sidecar
-from msdoctor.engine import default_rules_dir, load_rules
-from msdoctor.engine.consumer import EngineConsumer
-from msdoctor.events import encode
-from msdoctor.exporter.endpoint import Endpoint
+from msdoctor.core.pipeline import Sidecar
+from msdoctor.core.engine import default_rules_dir, load_rules
+from msdoctor.core.engine.consumer import EngineConsumer
+from msdoctor.wire import encode
+from msdoctor.http.wiring import Endpoint
 from msdoctor.tui.app import DoctorApp
 from msdoctor.tui.ranktable import RankTable
 from msdoctor.tui.reader import Request, SourceError

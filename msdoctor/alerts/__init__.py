@@ -1,7 +1,0 @@
-"""Alerts: the transition record, its durable history and the stop-request action."""
-from msdoctor.alerts.journal import ALERTS_FILE, AlertJournal, read_alerts
-from msdoctor.alerts.model import Alert
-from msdoctor.alerts.stop import STOP_FILE, write_stop_request
-
-__all__ = ["Alert", "AlertJournal", "ALERTS_FILE", "read_alerts", "STOP_FILE",
-           "write_stop_request"]

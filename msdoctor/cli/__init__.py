@@ -1,0 +1,66 @@
+"""The ``msdoctor`` command line: one module per subcommand under :mod:`msdoctor.cli`.
+
+Each command module exposes ``HELP`` (one line), ``add_arguments(parser)`` and
+``run(args) -> int``. Modules are imported only when their command runs, so
+``msdoctor status`` never pays for Textual or MindSpore.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from typing import List, Optional
+
+#: command name -> module under msdoctor.cli
+COMMANDS = {
+    "serve": "serve",
+    "status": "status",
+    "rules": "rules",
+    "replay": "replay",
+    "report": "report",
+    "tui": "tui",
+    "train": "train",
+    "demo": "demo",
+}
+
+
+def _available() -> dict:
+    found = {}
+    for name, module in COMMANDS.items():
+        spec = importlib.util.find_spec(f"msdoctor.cli.{module}")
+        if spec is not None:
+            found[name] = module
+    return found
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from msdoctor import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="msdoctor",
+        description="A training doctor for MindSpore / MindFormers LLM jobs.")
+    parser.add_argument("--version", action="version", version=f"msdoctor {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in _available().items():
+        module = importlib.import_module(f"msdoctor.cli.{module_name}")
+        command = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(command)
+        command.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""``msdoctor replay PATH...``: run the rules over a recorded run directory or training logs.
+
+A run directory (a spool) is read by the sidecar's own tailer; every other input by its
+format's reader (:mod:`msdoctor.replay`). Both go through the same pipeline and print the
+same alert table; nothing is written into the inputs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+HELP = "Run the alerting rules over a recorded run directory and print the alerts."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", metavar="PATH", nargs="+",
+                        help="a run directory (with events/rank-N.jsonl), or training logs / "
+                             "step tables (files or directories; see --format)")
+    parser.add_argument("--rules", metavar="DIR", help="rule directory or file (default: rules/)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    add_input_arguments(parser)
+
+
+def add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that say how to read log inputs (shared with ``msdoctor report``)."""
+    from msdoctor.replay.formats import FORMATS
+
+    parser.add_argument("--format", choices=("auto",) + FORMATS, default="auto",
+                        help="input format (default: detected per file)")
+    parser.add_argument("--rank", type=int, metavar="N",
+                        help="rank of the given log files (default: from the path, e.g. "
+                             "rank_3/info.log or worker_3.log, else 0)")
+    parser.add_argument("--run", metavar="NAME", help="run name for logs (default: the first path's name)")
+    parser.add_argument("--seq-length", type=int, metavar="N",
+                        help="tokens per sample, to turn MindFormers' samples/s/p into tokens/s")
+    parser.add_argument("--progress", action="store_true", default=None,
+                        help="draw a progress bar on stderr (default: on a terminal, for large inputs)")
+
+
+def replay(run_dir: Path, rules_path: Optional[str] = None, rules: Any = None) -> Dict[str, Any]:
+    """Evaluate the rules (``rules``, else loaded from ``rules_path``) over ``run_dir``'s
+    spool; never writes into ``run_dir``."""
+    from msdoctor.core.engine.loader import default_rules_dir, load_rules
+    from msdoctor.replay.driver import replay_paths
+
+    if rules is None:
+        rules = load_rules([rules_path or str(default_rules_dir())])
+    result = replay_paths([str(run_dir)], rules, "spool")
+    result.pop("transitions", None)
+    return result
+
+
+def run(args: argparse.Namespace) -> int:
+    from msdoctor.core.engine.errors import RuleSetError
+    from msdoctor.core.engine.loader import default_rules_dir, load_rules
+    from msdoctor.replay.driver import replay_paths
+    from msdoctor.replay.formats import FormatError
+
+    paths = args.run_dir if isinstance(args.run_dir, list) else [args.run_dir]
+    fmt = getattr(args, "format", "auto") or "auto"
+    try:
+        rules = load_rules([args.rules or str(default_rules_dir())])
+        result = replay_paths(paths, rules, fmt, args.rank, args.run, args.seq_length,
+                              args.progress)
+    except RuleSetError as exc:
+        for error in exc.errors:
+            print(error, file=sys.stderr)
+        print(f"the rule set has {len(exc.errors)} error(s); nothing replayed", file=sys.stderr)
+        return 1
+    except (FormatError, OSError) as exc:
+        print(f"msdoctor replay: {exc}", file=sys.stderr)
+        return 2
+    result.pop("transitions", None)
+    if args.json:
+        print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
+        return 0
+    print_result(result)
+    return 0
+
+
+def print_result(result: Dict[str, Any]) -> None:
+    """The input facts (for logs), the alert table with fixes, and the run summary."""
+    from msdoctor.replay.stats import describe
+
+    s = result["summary"]
+    if s.get("format") != "spool":
+        print(f"format: {s.get('format')}, {len(s.get('inputs', []))} file(s), "
+              f"{s.get('lines', 0):,} lines")
+    print_table(result)
+    if s.get("parse_error_count"):
+        print(f"{s['parse_error_count']} unreadable line(s) skipped, e.g.:")
+        for text in s["parse_errors"][:5]:
+            print(f"  {text}")
+    for note in s.get("notes", [])[:5]:
+        print(f"note: {note}")
+    if s.get("unknown_columns"):
+        print(f"columns kept but not known as signals: {', '.join(s['unknown_columns'])}")
+    if s.get("stats"):
+        print("summary: " + describe(s["stats"]).replace("\n", "\n         "))
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def print_table(result: Dict[str, Any]) -> None:
+    """One line per fired alert (step, rank, severity, name, value, summary) and its fix."""
+    s = result["summary"]
+    print(f"{s['run_dir']}: {s['steps']} steps from {s['ranks']} rank(s), {s['rules']} rules, "
+          f"{s['firing']} alert(s) fired ({s['seconds']:.2f}s)")
+    if s.get("spool_error_count"):
+        print(f"{s['spool_error_count']} bad spool line(s) skipped, e.g. {s['spool_errors'][0]}")
+    for message in s["engine_errors"]:
+        print(f"engine: {message}")
+    alerts = result["alerts"]
+    if not alerts:
+        print("no alerts")
+        return
+    header = ("STEP", "RANK", "SEVERITY", "ALERT", "VALUE", "SUMMARY")
+    rows = [(str(a["step"]), str(a["rank"]), a["severity"], a["alert"], _fmt(a["value"]),
+             a["summary"]) for a in alerts]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths)) + "  " + header[-1])
+    for row, a in zip(rows, alerts):
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1])
+        if a.get("fix"):
+            print(" " * (sum(widths) + 2 * len(widths)) + "fix: " + a["fix"])

@@ -1,0 +1,62 @@
+"""``msdoctor report RUN_OR_LOG -o report.html``: the run's curves and alerts on one page."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "Write an HTML report (charts and alerts with fixes) of a run directory or training logs."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from msdoctor.cli.replay import add_input_arguments as add_log_arguments
+
+    parser.add_argument("paths", metavar="PATH", nargs="+",
+                        help="a run directory (events/rank-N.jsonl), or log files / directories")
+    parser.add_argument("-o", "--output", metavar="FILE", default="report.html",
+                        help="output file: .html (self-contained; default report.html) or .png "
+                             "(needs matplotlib)")
+    parser.add_argument("--rules", metavar="DIR", help="rule directory or file (default: rules/)")
+    parser.add_argument("--title", help="page title (default: the input's name)")
+    add_log_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from msdoctor.core.engine.errors import RuleSetError
+    from msdoctor.core.engine.loader import default_rules_dir, load_rules
+    from msdoctor.replay.driver import replay_paths
+    from msdoctor.replay.formats import FormatError
+    from msdoctor.report.page import render_page
+    from msdoctor.report.series import SeriesCollector
+
+    out = Path(args.output)
+    if out.suffix.lower() not in (".html", ".htm", ".png"):
+        print(f"msdoctor report: {out}: expected a .html or .png file name", file=sys.stderr)
+        return 2
+    try:
+        rules = load_rules([args.rules or str(default_rules_dir())])
+        series = SeriesCollector()
+        result = replay_paths(args.paths, rules, args.format, args.rank, args.run, args.seq_length,
+                              args.progress, observe=series.observe)
+    except RuleSetError as exc:
+        for error in exc.errors:
+            print(error, file=sys.stderr)
+        return 1
+    except (FormatError, OSError) as exc:
+        print(f"msdoctor report: {exc}", file=sys.stderr)
+        return 2
+    title = args.title or Path(args.paths[0]).resolve().name
+    if out.suffix.lower() == ".png":
+        from msdoctor.report.png import write_png
+
+        try:
+            write_png(result, series, title, out)
+        except ImportError:
+            print("msdoctor report: PNG output needs matplotlib, which is not installed; "
+                  "write .html instead (self-contained, opens in any browser)", file=sys.stderr)
+            return 2
+    else:
+        out.write_text(render_page(result, series, title), encoding="utf-8")
+    s = result["summary"]
+    print(f"{out}: {s['steps']:,} steps, {s['ranks']} rank(s), {s['firing']} alert(s)")
+    return 0

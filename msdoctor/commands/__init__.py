@@ -1,1 +1,0 @@
-"""Subcommands of the msdoctor CLI, one module each."""

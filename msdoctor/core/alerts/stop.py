@@ -1,0 +1,37 @@
+"""The ``stop_training`` action: ``<run_dir>/control/stop.json``, written atomically."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+from msdoctor.wire.layout import STOP_FILE
+
+
+def write_stop_request(run_dir: os.PathLike | str, reason: str, alert: str,
+                       rank: Optional[int] = None, step: Optional[int] = None,
+                       t: Optional[float] = None) -> Path:
+    """Ask the training of ``run_dir`` to stop (temp file + rename, so never half-written)."""
+    path = Path(run_dir) / STOP_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"v": 1, "reason": str(reason), "alert": str(alert),
+           "rank": None if rank is None else int(rank),
+           "step": None if step is None else int(step),
+           "t": float(time.time() if t is None else t)}
+    fd, tmp = tempfile.mkstemp(prefix=".stop-", suffix=".json", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path

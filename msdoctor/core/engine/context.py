@@ -1,0 +1,93 @@
+"""What the engine remembers per run and per rank between batches (and in snapshots)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from msdoctor.core.engine.lifecycle import AlertState
+
+
+@dataclass
+class RunContext:
+    run: str
+    config: Dict[str, Any] = field(default_factory=dict)
+    expect: Dict[str, Any] = field(default_factory=dict)
+    world_size: Optional[int] = None
+    ranks: Dict[int, "RankContext"] = field(default_factory=dict)
+    latest: Dict[str, Dict[int, float]] = field(default_factory=dict)   # rank_median inputs
+    start_rank: Optional[int] = None                                    # whose run_start wins
+
+    def note_run_start(self, event: Dict[str, Any]) -> None:
+        rank = int(event.get("rank", 0))
+        if self.start_rank is None or rank <= self.start_rank:
+            self.start_rank = rank
+            self.config = dict(event.get("config") or {})
+            self.expect = dict(event.get("expect") or {})
+            if "world_size" in event:
+                self.world_size = event["world_size"]
+        elif self.world_size is None and "world_size" in event:
+            self.world_size = event["world_size"]
+
+
+@dataclass
+class RankContext:
+    run: RunContext
+    rank: int
+    states: List[Dict[str, Any]]                      # per operator carry-over
+    last: List[float]                                 # per operator value at the last row
+    alerts: Dict[str, AlertState] = field(default_factory=dict)
+    last_step: Optional[int] = None
+    last_t: Optional[float] = None                    # t of the newest step row
+    last_step_t: Optional[float] = None
+    first_event_t: Optional[float] = None
+    last_event_t: Optional[float] = None
+    running: bool = True
+    last_cond: Dict[str, float] = field(default_factory=dict)
+
+    def note_time(self, t: Optional[float]) -> None:
+        if t is None or (isinstance(t, float) and math.isnan(t)):
+            return
+        if self.first_event_t is None:
+            self.first_event_t = t
+        if self.last_event_t is None or t > self.last_event_t:
+            self.last_event_t = t
+
+
+def pack(value: Any) -> Any:
+    """A snapshot-ready copy of an operator state: JSON values, with numeric arrays kept as
+    arrays (int64/float64; the snapshot stores them natively) and non-finite floats tagged."""
+    if isinstance(value, np.ndarray):
+        return value.astype(np.int64 if value.dtype.kind in "iu" else np.float64)
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return {"__float__": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+    if isinstance(value, dict):
+        return {str(k): pack(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [pack(v) for v in value]
+    if isinstance(value, (np.floating,)):
+        return pack(float(value))
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    return value
+
+
+def unpack(value: Any) -> Any:
+    """Inverse of :func:`pack` (also reads the arrays-as-lists form of earlier snapshots)."""
+    if isinstance(value, np.ndarray):
+        return value.astype(np.int64 if value.dtype.kind in "iu" else np.float64)
+    if isinstance(value, dict):
+        if "__array__" in value:
+            if value["__array__"] == "i":
+                return np.asarray(value["data"], dtype=np.int64)
+            return np.asarray([unpack(x) for x in value["data"]], dtype=np.float64)
+        if "__float__" in value:
+            return float(value["__float__"])
+        return {k: unpack(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unpack(v) for v in value]
+    return value

@@ -1,0 +1,329 @@
+"""The rule engine: evaluates a rule set over each rank's step batches and on clock ticks.
+
+Feed it with :meth:`Engine.process` (or, as a sidecar consumer, ``on_chunk``)
+and :meth:`Engine.on_tick`; every alert transition is handed to the sinks
+(callables taking an :class:`~msdoctor.core.alerts.Alert`) exactly once. Its whole
+memory (operator carry-overs, alert states) is bounded by the rules' windows
+and is saved/restored with ``state_dict``/``load_state_dict``.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+import numpy as np
+
+from msdoctor.core.alerts.model import Alert
+from msdoctor.core.batch import StepBatch, columnize
+from msdoctor.core.engine.context import RankContext, RunContext, pack, unpack
+from msdoctor.core.engine.lifecycle import INACTIVE, AlertState, advance
+from msdoctor.core.engine.model import Rule, RuleSet
+from msdoctor.core.engine.nodes import Frame, Signal, truthy
+from msdoctor.core.engine.program import CompiledRule, Program
+
+log = logging.getLogger("msdoctor.core.engine")
+Sink = Callable[[Alert], None]
+STATE_VERSION = 1
+
+
+class Engine:
+    """Evaluate ``rules`` per (run, rank); hand transitions to ``sinks``."""
+
+    name = "engine"
+
+    def __init__(self, rules: RuleSet | Sequence[Rule], sinks: Iterable[Sink] = (),
+                 clock: Callable[[], float] = time.time) -> None:
+        self._use_rules(rules)
+        self.sinks: List[Sink] = list(sinks)
+        self.clock = clock
+        self.runs: Dict[str, RunContext] = {}
+        self.errors: List[str] = []
+        self._reported: Set[Tuple[str, str]] = set()
+        self.transitions = 0
+        self.rows = 0
+
+    def _use_rules(self, rules: RuleSet | Sequence[Rule]) -> None:
+        """Compile ``rules`` into the program evaluated from now on."""
+        self.rules: List[Rule] = list(rules)
+        self.program = Program(self.rules)
+        self._tick_rules = [cr for cr in self.program.rules if cr.rule.time_based]
+        self._signal_nodes = [i for i, n in enumerate(self.program.nodes) if isinstance(n, Signal)]
+
+    # -- contexts -----------------------------------------------------------
+    def rank_context(self, run: str, rank: int) -> RankContext:
+        rc = self.runs.get(run)
+        if rc is None:
+            rc = self.runs[run] = RunContext(run)
+        ctx = rc.ranks.get(rank)
+        if ctx is None:
+            ctx = rc.ranks[rank] = RankContext(rc, rank, self.program.new_states(),
+                                               self.program.initial_values())
+        return ctx
+
+    # -- input ------------------------------------------------------------
+    def on_chunk(self, chunk: Any, store: Any = None) -> List[Alert]:
+        """Sidecar consumer hook: one spool chunk of one (run, rank)."""
+        events = getattr(chunk, "others", None)
+        if events is None:
+            events = [e for e in chunk.events if e.get("type") != "step"]
+        steps = getattr(chunk, "steps", None)
+        if steps is None and any(e.get("type") == "step" for e in chunk.events):
+            steps = columnize(chunk.run, chunk.rank, [e for e in chunk.events if e["type"] == "step"])
+        return self.process(chunk.run, chunk.rank, events, steps)
+
+    def process(self, run: str, rank: int, events: Iterable[Dict[str, Any]] = (),
+                steps: Optional[StepBatch] = None) -> List[Alert]:
+        """Fold non-step ``events`` and evaluate the step batch; return the transitions."""
+        ctx = self.rank_context(run, rank)
+        ends = []
+        for event in events:
+            kind = event.get("type")
+            if kind == "run_end":
+                ends.append(event)
+                continue
+            if kind == "run_start":
+                ctx.run.note_run_start(event)
+                ctx.running = True
+            ctx.note_time(event.get("t"))
+        out: List[Alert] = []
+        if steps is not None and len(steps):
+            out = self._evaluate_batch(ctx, steps)
+        for event in ends:
+            ctx.running = False
+            ctx.note_time(event.get("t"))
+        return out
+
+    def on_tick(self, now: float, store: Any = None) -> List[Alert]:
+        """Clock-driven evaluation of the time-based rules of every rank."""
+        out: List[Alert] = []
+        if not self._tick_rules:
+            return out
+        for rc in self.runs.values():
+            for ctx in rc.ranks.values():
+                out.extend(self._tick_rank(ctx, float(now)))
+        return out
+
+    def tick_rank(self, run: str, rank: int, now: float) -> List[Alert]:
+        """Clock-driven evaluation of one rank only (replay: a gap inside that rank's record)."""
+        ctx = self.runs[run].ranks.get(rank) if run in self.runs else None
+        if ctx is None or not self._tick_rules:
+            return []
+        return self._tick_rank(ctx, float(now))
+
+    # -- evaluation -------------------------------------------------------
+    def _times(self, ctx: RankContext, t: np.ndarray) -> np.ndarray:
+        t = np.array(t, dtype=np.float64)
+        bad = np.isnan(t)
+        if bad.any():
+            idx = np.where(~bad, np.arange(t.shape[0]), -1)
+            np.maximum.accumulate(idx, out=idx)
+            fill = ctx.last_t if ctx.last_t is not None else self.clock()
+            t = np.where(idx >= 0, t[np.maximum(idx, 0)], fill)
+        if ctx.last_t is not None:
+            t[0] = max(t[0], ctx.last_t)
+        return np.maximum.accumulate(t)
+
+    def _evaluate_batch(self, ctx: RankContext, batch: StepBatch) -> List[Alert]:
+        steps = batch.steps
+        t = self._times(ctx, batch.t)
+        cuts = list(np.flatnonzero(steps[1:] < steps[:-1]) + 1)
+        starts = [0] + [int(c) for c in cuts]
+        ends = starts[1:] + [len(batch)]
+        out: List[Alert] = []
+        for k, (a, b) in enumerate(zip(starts, ends)):
+            backwards = k > 0 or (ctx.last_step is not None and steps[0] < ctx.last_step)
+            if backwards:
+                self._restart_windows(ctx, int(steps[a]))
+            sub = batch if (a, b) == (0, len(batch)) else batch.slice(a, b)
+            out.extend(self._evaluate_segment(ctx, sub, t[a:b]))
+            ctx.last_step = int(steps[b - 1])
+        ctx.last_t = ctx.last_step_t = float(t[-1])
+        ctx.note_time(float(t[-1]))
+        self.rows += len(batch)
+        return out
+
+    def _restart_windows(self, ctx: RankContext, step: int) -> None:
+        keep = {i: ctx.states[i] for i in self._signal_nodes}
+        ctx.states = self.program.new_states()
+        for i, state in keep.items():
+            ctx.states[i] = state
+        for st in ctx.alerts.values():
+            if st.state != INACTIVE:
+                st.since_step = float(step)
+                st.last_true_step = float(step)
+
+    def _evaluate_segment(self, ctx: RankContext, batch: StepBatch, t: np.ndarray) -> List[Alert]:
+        steps = batch.steps
+        frame = Frame(steps, steps.astype(np.float64), t, batch, ctx)
+        failed: Dict[int, str] = {}
+        outs = self.program.evaluate(frame, ctx.states, failed)
+        last = ctx.last
+        for i, o in enumerate(outs):
+            if o is not None:
+                last[i] = float(o[0][-1])
+        found = []
+        for order, cr in enumerate(self.program.rules):
+            name = cr.rule.alert
+            if failed and self._failed(cr, failed):
+                continue
+            cond = truthy(outs[cr.condition][0])
+            st = ctx.alerts.get(name)
+            if st is None:
+                if not cond.any():
+                    continue
+                st = ctx.alerts[name] = AlertState()
+            for tr in advance(st, cond, steps, t, cr.rule.for_, cr.rule.keep_firing_for):
+                found.append((tr.row, order, tr, cr))
+        out: List[Alert] = []
+        for row, _, tr, cr in sorted(found, key=lambda f: f[:2]):   # chronological
+            values = {k: float(outs[i][0][row]) for k, i in cr.values.items()
+                      if outs[i] is not None}
+            out.append(self._emit(cr, ctx, tr.state, int(steps[row]), tr.first_step,
+                                  float(outs[cr.value][0][row]), float(t[row]), values))
+        return out
+
+    def _tick_rank(self, ctx: RankContext, now: float) -> List[Alert]:
+        step = ctx.last_step if ctx.last_step is not None else 0
+        frame = Frame(np.array([step], dtype=np.int64), np.array([float(step)]),
+                      np.array([now]), None, ctx, now=now)
+        failed: Dict[int, str] = {}
+        fresh = self.program.tick(frame, ctx.states, ctx.last, failed)
+        out: List[Alert] = []
+        for cr in self._tick_rules:
+            if failed and self._failed(cr, failed):
+                continue
+            name = cr.rule.alert
+            cond_value = fresh.get(cr.condition, ctx.last[cr.condition])
+            cond = truthy(np.array([cond_value]))
+            st = ctx.alerts.get(name)
+            if st is None:
+                if not cond[0]:
+                    continue
+                st = ctx.alerts[name] = AlertState()
+            for tr in advance(st, cond, frame.fsteps, frame.t, cr.rule.for_,
+                              cr.rule.keep_firing_for):
+                values = {k: fresh.get(i, ctx.last[i]) for k, i in cr.values.items()}
+                out.append(self._emit(cr, ctx, tr.state, ctx.last_step, tr.first_step,
+                                      fresh.get(cr.value, ctx.last[cr.value]), now, values))
+        return out
+
+    def _failed(self, cr: CompiledRule, failed: Dict[int, str]) -> bool:
+        bad = [i for i in cr.uses if i in failed]
+        if not bad:
+            return False
+        i = bad[0]
+        key = (cr.rule.alert, failed[i].split(":")[0])
+        if key not in self._reported:
+            self._reported.add(key)
+            message = (f"rule {cr.rule.alert}: evaluating {self.program.keys[i]} failed: "
+                       f"{failed[i]} (the other rules go on; reported once)")
+            self.errors.append(message)
+            log.error("%s", message)
+        return True
+
+    # -- output -------------------------------------------------------------
+    def _emit(self, cr: CompiledRule, ctx: RankContext, state: str, step: Optional[int],
+              first_step: float, value: float, t: float, values: Dict[str, float]) -> Alert:
+        rule = cr.rule
+        run = ctx.run.run
+        labels = {"alertname": rule.alert, "rank": str(ctx.rank), "run": run, **rule.labels}
+        first = None if first_step is None or math.isnan(first_step) else int(first_step)
+        scope = {"value": value, "step": step, "first_step": first, "run": run,
+                 "labels": labels, "values": values}
+        annotations = {k: tpl.render(scope) for k, tpl in rule.templates.items()}
+        alert = Alert(alert=rule.alert, state=state, severity=rule.severity, run=run,
+                      rank=ctx.rank, step=step, first_step=first, value=value, t=t,
+                      summary=annotations.get("summary", ""), cause=annotations.get("cause", ""),
+                      fix=annotations.get("fix", ""), runbook_url=annotations.get("runbook_url", ""),
+                      labels=labels, annotations=annotations, values=values, action=rule.action)
+        self.transitions += 1
+        if self.already_notified(alert):
+            return alert
+        for sink in self.sinks:
+            try:
+                sink(alert)
+            except Exception as exc:  # noqa: BLE001 - a sink must not stop the engine
+                key = ("sink", f"{getattr(sink, '__name__', type(sink).__name__)}:{type(exc).__name__}")
+                if key not in self._reported:
+                    self._reported.add(key)
+                    message = f"alert sink {key[1]} failed: {exc} (reported once)"
+                    self.errors.append(message)
+                    log.error("%s", message)
+        return alert
+
+    def already_notified(self, alert: Alert) -> bool:
+        """True to keep a transition from the sinks (it was notified before a restart)."""
+        return False
+
+    def active(self) -> List[Dict[str, Any]]:
+        """Alerts now pending or firing: ``{alert, state, severity, run, rank, since_step}``."""
+        out = []
+        for rc in self.runs.values():
+            for rank, ctx in sorted(rc.ranks.items()):
+                for cr in self.program.rules:
+                    st = ctx.alerts.get(cr.rule.alert)
+                    if st is not None and st.state != INACTIVE:
+                        out.append({"alert": cr.rule.alert, "state": st.state,
+                                    "severity": cr.rule.severity, "run": rc.run, "rank": rank,
+                                    "since_step": None if math.isnan(st.since_step)
+                                    else int(st.since_step)})
+        return out
+
+    def firing(self, alertname: Optional[str] = None) -> List[Dict[str, Any]]:
+        return [a for a in self.active() if a["state"] == "firing"
+                and (alertname is None or a["alert"] == alertname)]
+
+    # -- snapshot -----------------------------------------------------------
+    def state_dict(self) -> Dict[str, Any]:
+        """Operator carry-overs and alert states of every (run, rank): JSON values and numpy
+        arrays (``msdoctor.core.snapshot`` stores the arrays natively, see ``split_arrays``)."""
+        keys = self.program.keys
+        runs = {}
+        for name, rc in self.runs.items():
+            ranks = {}
+            for rank, ctx in rc.ranks.items():
+                ranks[str(rank)] = {
+                    "states": {keys[i]: pack(s) for i, s in enumerate(ctx.states) if s},
+                    "last": {keys[i]: pack(v) for i, v in enumerate(ctx.last)},
+                    "alerts": {k: st.to_dict() for k, st in ctx.alerts.items()},
+                    "last_step": ctx.last_step, "last_t": ctx.last_t,
+                    "last_step_t": ctx.last_step_t, "first_event_t": ctx.first_event_t,
+                    "last_event_t": ctx.last_event_t, "running": ctx.running,
+                }
+            runs[name] = {"config": pack(rc.config), "expect": pack(rc.expect),
+                          "world_size": rc.world_size, "start_rank": rc.start_rank,
+                          "latest": {k: {str(r): pack(v) for r, v in d.items()}
+                                     for k, d in rc.latest.items()},
+                          "ranks": ranks}
+        return {"v": STATE_VERSION, "runs": runs, "transitions": self.transitions,
+                "reported": [list(k) for k in self._reported]}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict`; operators of changed rules start fresh."""
+        if not state or state.get("v") != STATE_VERSION:
+            return
+        keys = self.program.keys
+        self.runs = {}
+        for name, saved in state.get("runs", {}).items():
+            rc = RunContext(name, unpack(saved.get("config") or {}), unpack(saved.get("expect") or {}),
+                            saved.get("world_size"), start_rank=saved.get("start_rank"))
+            rc.latest = {k: {int(r): unpack(v) for r, v in d.items()}
+                         for k, d in saved.get("latest", {}).items()}
+            self.runs[name] = rc
+            for rank_s, rs in saved.get("ranks", {}).items():
+                ctx = self.rank_context(name, int(rank_s))
+                states, last = rs.get("states", {}), rs.get("last", {})
+                for i, key in enumerate(keys):
+                    if key in states:
+                        ctx.states[i] = unpack(states[key])
+                    if key in last:
+                        ctx.last[i] = unpack(last[key])
+                ctx.alerts = {k: AlertState.from_dict(d) for k, d in rs.get("alerts", {}).items()}
+                for attr in ("last_step", "last_t", "last_step_t", "first_event_t",
+                             "last_event_t", "running"):
+                    if attr in rs:
+                        setattr(ctx, attr, rs[attr])
+        self.transitions = int(state.get("transitions", 0))
+        self._reported = {tuple(k) for k in state.get("reported", [])}

@@ -1,0 +1,110 @@
+"""The function table of the expression language: names, arguments and their checks."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Sequence, Tuple
+
+import msdoctor.core.engine.nodes as nodes
+import msdoctor.core.engine.orderstats as orderstats
+import msdoctor.core.engine.sequences as sequences
+import msdoctor.core.engine.windows as windows
+from msdoctor.core.engine.nodes import Node
+
+#: Per-rank signals an expression may name.
+SIGNALS: Tuple[str, ...] = (
+    "loss", "grad_norm", "loss_scale", "lr", "tokens", "step_time_s", "data_wait_s",
+    "update_ratio", "mem_device_bytes", "mem_device_peak_bytes", "mem_host_rss_bytes",
+    "micro_steps", "tokens_per_s", "overflow", "data_wait_share", "step",
+)
+
+#: Named constants.
+CONSTANTS: Dict[str, float] = {"nan": float("nan"), "inf": float("inf"), "true": 1.0, "false": 0.0}
+
+# Argument kinds: an expression, an identifier, a window length, a fraction.
+EXPR, IDENT, STEPS, STEPS0, ALPHA = "expr", "ident", "steps", "steps0", "alpha"
+
+EXPECTED_ARG = {
+    EXPR: "an expression",
+    IDENT: "a bare name such as tokens_per_s_per_device",
+    STEPS: "a whole number of steps >= 1 (a number literal)",
+    STEPS0: "a whole number of steps >= 0 (a number literal)",
+    ALPHA: "a number literal with 0 < alpha <= 1",
+}
+
+
+@dataclass(frozen=True)
+class Function:
+    name: str
+    args: Tuple[str, ...]
+    build: Callable[[List[Node], List[float]], Node]
+    window: bool = False        # consumes the argument's history (no clock inside)
+    usage: str = ""
+    variadic: bool = False      # the last argument kind may repeat (``args`` is the minimum)
+
+
+def _cls(cls: type, name: str) -> Callable[[List[Node], List[float]], Node]:
+    def build(children: List[Node], params: List[float]) -> Node:
+        node = cls.__new__(cls)
+        node.name = name
+        cls.__init__(node, children, params)
+        return node
+    return build
+
+
+def _spike_period(children: List[Node], params: List[float]) -> Node:
+    n = int(params[0])
+    z = _cls(orderstats.RobustZ, "robust_z")(children, [max(16, n // 10)])
+    return _cls(orderstats.SpikePeriod, "spike_period")([z], [n])
+
+
+def _table() -> Dict[str, Function]:
+    x_n = (EXPR, STEPS)
+    specs: Sequence[Tuple[str, Tuple[str, ...], Callable, bool, str]] = [
+        ("nonfinite", (EXPR,), _cls(sequences.NonFinite, "nonfinite"), True, "nonfinite(x)"),
+        ("mean", x_n, _cls(windows.Aggregate, "mean"), True, "mean(x, n)"),
+        ("sum", x_n, _cls(windows.Aggregate, "sum"), True, "sum(x, n)"),
+        ("count", x_n, _cls(windows.Aggregate, "count"), True, "count(x, n)"),
+        ("std", x_n, _cls(windows.Aggregate, "std"), True, "std(x, n)"),
+        ("min", x_n, _cls(windows.MinMax, "min"), True, "min(x, n)"),
+        ("max", x_n, _cls(windows.MinMax, "max"), True, "max(x, n)"),
+        ("median", x_n, _cls(orderstats.Median, "median"), True, "median(x, n)"),
+        ("ewma", (EXPR, ALPHA), _cls(sequences.Ewma, "ewma"), True, "ewma(x, alpha)"),
+        ("delta", x_n, _cls(windows.Delta, "delta"), True, "delta(x, n)"),
+        ("rel_change", x_n, _cls(windows.RelChange, "rel_change"), True, "rel_change(x, n)"),
+        ("slope", x_n, _cls(windows.Slope, "slope"), True, "slope(x, n)"),
+        ("robust_z", x_n, _cls(orderstats.RobustZ, "robust_z"), True, "robust_z(x, n)"),
+        ("spike_period", x_n, _spike_period, True, "spike_period(x, n)"),
+        ("steps_since_change", (EXPR,), _cls(sequences.StepsSinceChange, "steps_since_change"),
+         True, "steps_since_change(x)"),
+        ("repeat_count", (EXPR,), _cls(sequences.RepeatCount, "repeat_count"), True,
+         "repeat_count(x)"),
+        ("baseline", (EXPR, STEPS0, STEPS), _cls(orderstats.Baseline, "baseline"), True,
+         "baseline(x, warmup, n)"),
+        ("first_max", x_n, _cls(sequences.FirstMax, "first_max"), True, "first_max(x, n)"),
+        ("episodes", x_n, _cls(sequences.Episodes, "episodes"), True, "episodes(x, n)"),
+        ("abs", (EXPR,), _cls(nodes.Abs, "abs"), False, "abs(x)"),
+        ("coalesce", (EXPR, EXPR), _cls(nodes.Coalesce, "coalesce"), False, "coalesce(a, b, ...)"),
+        ("last", (EXPR,), _cls(nodes.Last, "last"), False, "last(x)"),
+        ("expected", (IDENT,), _cls(nodes.RunFact, "expected"), False, "expected(NAME)"),
+        ("config", (IDENT,), _cls(nodes.RunFact, "config"), False, "config(NAME)"),
+        ("rank_median", (EXPR,), _cls(nodes.RankMedian, "rank_median"), True, "rank_median(x)"),
+        ("rank_count", (), _cls(nodes.RunFact, "rank_count"), False, "rank_count()"),
+        ("world_size", (), _cls(nodes.RunFact, "world_size"), False, "world_size()"),
+        ("seconds_since_step", (), _cls(nodes.Clock, "seconds_since_step"), False,
+         "seconds_since_step()"),
+        ("seconds_since_event", (), _cls(nodes.Clock, "seconds_since_event"), False,
+         "seconds_since_event()"),
+        ("running", (), _cls(nodes.Clock, "running"), False, "running()"),
+    ]
+    return {name: Function(name, args, build, window, usage, variadic=name in _VARIADIC)
+            for name, args, build, window, usage in specs}
+
+
+#: Functions taking any number (at least ``len(args)``) of arguments.
+_VARIADIC = ("coalesce",)
+
+
+FUNCTIONS: Dict[str, Function] = _table()
+
+#: Upper bounds of numeric parameters (keep windows and memory bounded).
+MAX_STEPS = 1_000_000

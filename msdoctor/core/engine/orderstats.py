@@ -1,0 +1,311 @@
+"""Order statistics over step windows: ``median``, ``robust_z``, ``spike_period``, ``baseline``.
+
+A sliding median cannot be done with cumulative sums. For long windows it is
+computed at *anchor* steps only (every ``ceil(n/32)``-th step number, exact at
+every step for n < 64) and held in between; the anchors depend only on the step
+numbers, so the results do not depend on how the stream was cut into batches.
+Each anchor sorts its window once (a padded 2-D gather + ``np.sort``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from msdoctor.core.engine.nodes import Frame, Node, Out, locf
+from msdoctor.core.engine.windows import (_EMPTY_F, _EMPTY_I, WindowNode, _first, episode_starts,
+                                     gather, keep, point_rows, search_right)
+
+MAD_SCALE = 1.4826      # MAD -> standard deviation for normal data
+MEANAD_SCALE = 1.2533   # mean absolute deviation -> standard deviation
+SPIKE_Z = 6.0
+
+
+def stride(n: int) -> int:
+    """Step distance between anchors for a window of ``n`` steps."""
+    return 1 if n < 64 else -(-n // 32)
+
+
+def sorted_windows(V: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Each window ``V[lo:hi]`` sorted into a row padded with +inf; and the counts."""
+    cnt = hi - lo
+    width = int(cnt.max()) if cnt.shape[0] else 0
+    if width == 0:
+        return np.zeros((lo.shape[0], 0)), cnt
+    full = cnt == width
+    if full.all():                          # every window full: strided view, no padding
+        matrix = sliding_window_view(V, width)[lo]
+    else:                                   # full rows from the view, the others padded
+        matrix = np.empty((lo.shape[0], width))
+        if full.any():
+            matrix[full] = sliding_window_view(V, width)[lo[full]]
+        part = np.flatnonzero(~full)
+        offsets = np.arange(width)
+        padded = V[np.minimum(lo[part, None] + offsets[None, :], V.shape[0] - 1)]
+        padded[offsets[None, :] >= cnt[part, None]] = np.inf
+        matrix[part] = padded
+    if constant(V, lo, hi) is None:         # a constant signal's rows are already sorted
+        matrix.sort(axis=1)
+    return matrix, cnt
+
+
+def constant(V: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+    """The value of every point in the windows ``V[lo:hi]`` if they are all equal (and
+    non-zero: 0.0 and -0.0 are equal but not the same), else None."""
+    if lo.shape[0] == 0:
+        return None
+    seen = V[int(lo.min()):int(hi.max())]
+    if seen.shape[0] == 0:
+        return None
+    first = seen[0]
+    if first != 0 and seen.min() == first and seen.max() == first:
+        return first
+    return None
+
+
+def row_median(matrix: np.ndarray, cnt: np.ndarray) -> np.ndarray:
+    """Median of each sorted, +inf-padded row with ``cnt`` valid values (NaN if none)."""
+    out = np.full(cnt.shape[0], np.nan)
+    ok = cnt > 0
+    if ok.any():
+        rows = np.flatnonzero(ok)
+        c = cnt[ok]
+        out[ok] = (matrix[rows, (c - 1) // 2] + matrix[rows, c // 2]) / 2.0
+    return out
+
+
+def row_mad(matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
+    """Median of ``|row - med|`` over each sorted row's ``cnt`` values (NaN if none).
+
+    The same value as sorting the deviations and taking their :func:`row_median`,
+    without that sort: in a sorted row the deviations fall towards the middle
+    ``p = c // 2`` and rise after it, two sorted runs (``left[j] = |row[p-1-j] - med|``,
+    ``right[j] = |row[p+j] - med|``); the k-th smallest of their merge is found by
+    a binary search on how many come from the left run, for every row at once.
+    """
+    out = np.full(cnt.shape[0], np.nan)
+    rows = np.flatnonzero(cnt > 0)
+    if rows.shape[0] == 0:
+        return out
+    width = matrix.shape[1]
+    flat = matrix.reshape(-1)
+    c = np.concatenate((cnt[rows], cnt[rows]))
+    k = np.concatenate(((c[:rows.shape[0]] - 1) // 2, c[rows.shape[0]:] // 2))
+    m = np.concatenate((med[rows], med[rows]))
+    base = np.concatenate((rows, rows)) * width
+    p = c // 2
+    lo = np.maximum(k + 1 - (c - p), 0)
+    hi = np.minimum(k + 1, p)
+    left0 = base + p - 1                      # left[j] is flat[left0 - j]
+    right0 = base + p + k                     # right[k - j] is flat[right0 - j]
+    for _ in range(int(width).bit_length()):  # lo == hi everywhere after these halvings
+        mid = (lo + hi) >> 1
+        more = (np.abs(flat.take(left0 - mid, mode="clip") - m)
+                < np.abs(flat.take(right0 - mid, mode="clip") - m))
+        more &= lo < hi                       # the k-th needs more than mid from the left
+        lo = np.where(more, mid + 1, lo)
+        hi = np.where(more | (lo >= hi), hi, mid)
+    a = lo
+    from_left = np.where(a > 0, np.abs(flat.take(left0 - a + 1, mode="clip") - m), -np.inf)
+    from_right = np.where(k - a >= 0, np.abs(flat.take(right0 - a, mode="clip") - m), -np.inf)
+    kth = np.maximum(from_left, from_right)
+    half = rows.shape[0]
+    out[rows] = (kth[:half] + kth[half:]) / 2.0
+    return out
+
+
+def _anchored(steps: np.ndarray, s: int, before: bool) -> Tuple[np.ndarray, np.ndarray]:
+    """Anchor step per row (last multiple of ``s`` <= step, or < step) -> (unique, inverse)."""
+    base = steps - 1 if before else steps
+    anchors = (base // s) * s if s > 1 else base
+    if anchors.shape[0] == 0:
+        return anchors, anchors
+    new = np.empty(anchors.shape[0], dtype=bool)   # anchors are non-decreasing (one segment)
+    new[0] = True
+    np.not_equal(anchors[1:], anchors[:-1], out=new[1:])
+    return anchors[new], np.cumsum(new) - 1
+
+
+def anchor_windows(frame: Frame, key: str, V: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                   anchors: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`sorted_windows` of the anchors' windows, and their medians: ``(matrix, cnt, med)``.
+
+    ``median(x, n)`` and ``robust_z(x, n)`` look at the same windows ``(a - n, a]`` at the
+    same anchor steps; the first to run in a batch leaves its sorted windows in
+    ``frame.memo`` under ``key`` and the other takes its rows from there when it has every
+    anchor with the same number of points and the same padded width (so the rows are the
+    very ones it would have sorted itself; both read suffixes of the same point stream).
+    """
+    cnt = hi - lo
+    memo = frame.memo.get(key)
+    if memo is not None and anchors.shape[0]:
+        m_anchors, m_cnt, m_med, m_matrix = memo
+        at = np.minimum(np.searchsorted(m_anchors, anchors), m_anchors.shape[0] - 1)
+        width = int(cnt.max())
+        if (m_anchors.shape[0] and m_matrix.shape[1] == width and width
+                and (m_anchors[at] == anchors).all() and (m_cnt[at] == cnt).all()):
+            return m_matrix[at], cnt, m_med[at]
+    matrix, cnt = sorted_windows(V, lo, hi)
+    med = row_median(matrix, cnt)
+    frame.memo[key] = (anchors, cnt, med, matrix)
+    return matrix, cnt, med
+
+
+class Median(WindowNode):
+    name = "median"
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        n = self.n_steps
+        s = stride(n)
+        S, V, _ = gather(frame, args[0], state)
+        anchors, inverse = _anchored(frame.steps, s, before=False)
+        hi = search_right(S, anchors)
+        lo = search_right(S, anchors - n)
+        value = constant(V, lo, hi)
+        if value is None:
+            key = ("windows", self.children[0].key, n)
+            out = anchor_windows(frame, key, V, lo, hi, anchors)[2][inverse]
+        else:                               # e.g. tokens per step: no windows to gather
+            out = np.where(hi > lo, (value + value) / 2.0, np.nan)[inverse]
+        keep(state, S, V, frame, n + s)
+        return out, args[0][1]
+
+
+class RobustZ(WindowNode):
+    """(x - median of the previous n steps) / (1.4826 MAD of those), at x's points."""
+
+    name = "robust_z"
+
+    def new_state(self) -> Dict[str, Any]:
+        state = super().new_state()
+        state["z"] = math.nan
+        return state
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        n = self.n_steps
+        s = stride(n)
+        values, mask = args[0]
+        S, V, _ = gather(frame, args[0], state)
+        first = _first(state, S)
+        rows = point_rows(args[0], frame.n)
+        if rows is None:
+            rows = np.arange(frame.n)
+        z = np.full(rows.shape[0], np.nan)
+        if rows.shape[0]:
+            q = frame.steps[rows]
+            x = values[rows]
+            anchors, inverse = _anchored(q, s, before=True)
+            hi = search_right(S, anchors)
+            lo = search_right(S, anchors - n)
+            key = ("windows", self.children[0].key, n)
+            matrix, cnt, med = anchor_windows(frame, key, V, lo, hi, anchors)
+            mad = row_mad(matrix, cnt, med)
+            scale = MAD_SCALE * mad
+            flat = np.flatnonzero(~(mad > 0))       # MAD 0 (or no data): mean abs deviation
+            if flat.shape[0]:
+                dev = np.abs(matrix[flat] - med[flat, None])
+                meanad = np.where(cnt[flat] > 0, np.where(np.isfinite(dev), dev, 0.0).sum(axis=1)
+                                  / np.maximum(cnt[flat], 1), np.nan)
+                scale[flat] = MEANAD_SCALE * meanad
+            enough = (cnt >= 3) & (first <= anchors - n + 1)
+            m, sc = med[inverse], scale[inverse]
+            diff = x - m
+            with np.errstate(all="ignore"):
+                z = np.where(sc > 0, diff / sc, np.where(diff == 0, 0.0, np.sign(diff) * np.inf))
+            z[~enough[inverse] | np.isnan(diff)] = np.nan
+        keep(state, S, V, frame, n + s + 1)
+        full = np.full(frame.n, np.nan)
+        full[rows] = z
+        point = np.zeros(frame.n, dtype=bool)
+        point[rows] = True
+        return locf(full, point, state, "z"), mask
+
+
+def regular_period(events: np.ndarray) -> float:
+    """The period of ``events`` (>= 3 step numbers) if their spacing is regular, else 0.
+
+    Intervals are compared with their median d: each must be within max(2, 5%) of
+    d or of 2d (one missed spike), and at least two must be ~d.
+    """
+    if events.shape[0] < 3:
+        return 0.0
+    d = np.diff(events).astype(np.float64)
+    period = float(np.median(d))
+    if period <= 0:
+        return 0.0
+    k = np.rint(d / period)
+    tol = max(2.0, 0.05 * period)
+    ok = ((k == 1) | (k == 2)) & (np.abs(d - k * period) <= tol * np.maximum(k, 1))
+    if ok.all() and np.count_nonzero(k == 1) >= 2:
+        return period
+    return 0.0
+
+
+class SpikePeriod(Node):
+    """``spike_period(x, n)``; its child is ``robust_z(x, m)`` (spikes: z > 6)."""
+
+    name = "spike_period"
+    stateful = True
+
+    def make_key(self) -> str:
+        return f"spike_period({self.children[0].children[0].key},{self.params[0]})"
+
+    def new_state(self) -> Dict[str, Any]:
+        return {"events": _EMPTY_I, "last_spike": math.nan}
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        n = int(self.params[0])
+        zvals, mask = args[0]
+        rows = point_rows(args[0], frame.n)
+        if rows is None:
+            rows = np.arange(frame.n)
+        spike_rows = rows[zvals[rows] > SPIKE_Z]
+        E, lo, hi = episode_starts(frame, spike_rows, n, state, "events", "last_spike")
+        out = np.zeros(frame.n)
+        many = (hi - lo) >= 3
+        if many.any():
+            pairs = lo[many] * (E.shape[0] + 1) + hi[many]
+            uniq, inverse = np.unique(pairs, return_inverse=True)
+            periods = np.array([regular_period(E[p // (E.shape[0] + 1):p % (E.shape[0] + 1)])
+                                for p in uniq])
+            out[many] = periods[inverse]
+        return out, mask
+
+
+class Baseline(Node):
+    """``baseline(x, warmup, n)``: median of x over steps [f+warmup, f+warmup+n), then frozen."""
+
+    name = "baseline"
+    stateful = True
+
+    def new_state(self) -> Dict[str, Any]:
+        return {"f": math.nan, "pts": _EMPTY_F, "value": math.nan, "done": 0}
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        warmup, n = int(self.params[0]), int(self.params[1])
+        out = np.full(frame.n, np.nan)
+        if frame.n == 0:
+            return out, args[0][1]
+        if math.isnan(state["f"]):
+            state["f"] = float(frame.steps[0])
+        start = state["f"] + warmup
+        end = start + n - 1
+        q = frame.steps
+        if not state["done"]:
+            values = args[0][0]
+            rows = point_rows(args[0], frame.n)
+            if rows is None:
+                rows = np.arange(frame.n)
+            s, v = q[rows], values[rows]
+            inside = (s >= start) & (s <= end) & np.isfinite(v)
+            if inside.any():
+                state["pts"] = np.concatenate((state["pts"], v[inside]))[-max(n, 1):]
+            if q[-1] >= end:
+                state["done"] = 1
+                state["value"] = float(np.median(state["pts"])) if state["pts"].shape[0] else math.nan
+                state["pts"] = _EMPTY_F
+        if state["done"]:
+            out[q >= end] = state["value"]
+        return out, args[0][1]

@@ -1,0 +1,105 @@
+"""All rules' expressions compiled into one deduplicated operator list (a DAG).
+
+Identical subexpressions (same canonical key, e.g. ``mean(loss,100)`` used by
+two rules) become one operator, evaluated once per batch. Operators are kept
+in topological order, so a batch is evaluated by one pass over the list.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+
+import numpy as np
+
+from msdoctor.core.engine.model import Rule
+from msdoctor.core.engine.nodes import Const, Frame, Node, Out
+
+
+@dataclass
+class CompiledRule:
+    rule: Rule
+    condition: int
+    value: int
+    values: Dict[str, int] = field(default_factory=dict)
+    uses: Tuple[int, ...] = ()              # every operator it depends on
+
+
+class Program:
+    """The operator list of a rule set plus, per rule, the indices of its roots."""
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self.nodes: List[Node] = []
+        self.args: List[Tuple[int, ...]] = []
+        self._index: Dict[str, int] = {}
+        self.rules: List[CompiledRule] = []
+        for rule in rules:
+            cond = self.add(rule.condition)
+            value = self.add(rule.value)
+            values = {name: self.add(node) for name, (_, node) in rule.values.items()}
+            uses = self._closure([cond, value, *values.values()])
+            self.rules.append(CompiledRule(rule, cond, value, values, uses))
+        self.clock_nodes = [i for i, n in enumerate(self.nodes) if n.clock]
+        self.keys = [n.key for n in self.nodes]
+
+    def add(self, node: Node) -> int:
+        """Index of ``node`` (added with its children unless an equal one exists)."""
+        found = self._index.get(node.key)
+        if found is not None:
+            return found
+        args = tuple(self.add(child) for child in node.children)
+        self.nodes.append(node)
+        self.args.append(args)
+        index = self._index[node.key] = len(self.nodes) - 1
+        return index
+
+    def _closure(self, roots: Sequence[int]) -> Tuple[int, ...]:
+        seen: Set[int] = set()
+        stack = list(roots)
+        while stack:
+            i = stack.pop()
+            if i not in seen:
+                seen.add(i)
+                stack.extend(self.args[i])
+        return tuple(sorted(seen))
+
+    def initial_values(self) -> List[float]:
+        """Per operator value before any batch: constants known, everything else NaN."""
+        return [float(n.params[0]) if isinstance(n, Const) else math.nan for n in self.nodes]
+
+    def new_states(self) -> List[Dict[str, Any]]:
+        return [node.new_state() for node in self.nodes]
+
+    def evaluate(self, frame: Frame, states: List[Dict[str, Any]],
+                 failed: Dict[int, str]) -> List[Optional[Out]]:
+        """Every operator over the batch; an operator that raises is recorded in ``failed``."""
+        outs: List[Optional[Out]] = [None] * len(self.nodes)
+        with np.errstate(all="ignore"):
+            for i, node in enumerate(self.nodes):
+                args = [outs[a] for a in self.args[i]]
+                if any(a is None for a in args):
+                    continue
+                try:
+                    outs[i] = node.evaluate(frame, args, states[i])  # type: ignore[arg-type]
+                except Exception as exc:  # noqa: BLE001 - one operator must not stop the others
+                    failed[i] = f"{type(exc).__name__}: {exc}"
+                    states[i] = node.new_state()
+        return outs
+
+    def tick(self, frame: Frame, states: List[Dict[str, Any]], last: List[float],
+             failed: Dict[int, str]) -> Dict[int, float]:
+        """Re-evaluate the clock-dependent operators for one instant; others from ``last``."""
+        fresh: Dict[int, float] = {}
+        with np.errstate(all="ignore"):
+            for i in self.clock_nodes:
+                args = []
+                for a in self.args[i]:
+                    value = fresh.get(a, last[a])
+                    args.append((np.array([value], dtype=np.float64), None))
+                try:
+                    values, _ = self.nodes[i].evaluate(frame, args, states[i])
+                    fresh[i] = float(values[-1])
+                except Exception as exc:  # noqa: BLE001
+                    failed[i] = f"{type(exc).__name__}: {exc}"
+                    fresh[i] = math.nan
+        return fresh

@@ -1,0 +1,200 @@
+"""Point-sequence functions: ``nonfinite ewma steps_since_change repeat_count first_max episodes``.
+
+Each is computed at its argument's points and carried forward to the other
+rows; the carry-over between batches is a few scalars.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+
+from msdoctor.core.engine.nodes import Frame, Node, Out, locf
+from msdoctor.core.engine.windows import _EMPTY_I, episode_starts, point_rows
+
+
+def _points(frame: Frame, arg: Out) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row mask or None, step numbers, values) of the points of ``arg``."""
+    rows = point_rows(arg, frame.n)
+    if rows is None:
+        return None, frame.steps, arg[0]
+    return rows, frame.steps[rows], arg[0][rows]
+
+
+def _spread(frame: Frame, rows: Any, point_values: np.ndarray, state: Dict[str, Any],
+            key: str) -> np.ndarray:
+    """Per-point values -> per-row values, carried forward (``state[key]`` before)."""
+    if rows is None:
+        if frame.n:
+            state[key] = float(point_values[-1])
+        return point_values
+    full = np.empty(frame.n)
+    mask = np.zeros(frame.n, dtype=bool)
+    full[rows] = point_values
+    mask[rows] = True
+    return locf(full, mask, state, key)
+
+
+class NonFinite(Node):
+    name = "nonfinite"
+    stateful = True
+
+    def new_state(self) -> Dict[str, Any]:
+        return {"last": 0.0}
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        rows, _, v = _points(frame, args[0])
+        flags = (~np.isfinite(v)).astype(np.float64)
+        return _spread(frame, rows, flags, state, "last"), args[0][1]
+
+    def value_node(self) -> Node:
+        return self.children[0].value_node()
+
+
+def ewma_points(v: np.ndarray, alpha: float, e: float) -> np.ndarray:
+    """The EWMA after each of ``v`` (finite), starting from ``e`` (NaN: from v[0])."""
+    out = np.empty(v.shape[0])
+    if v.shape[0] == 0:
+        return out
+    if alpha >= 1.0:
+        out[:] = v
+        return out
+    start = 0
+    if math.isnan(e):
+        e = out[0] = float(v[0])
+        start = 1
+    beta = 1.0 - alpha
+    block = max(1, int(27.6 / -math.log(beta)))     # beta**-block <= ~1e12: no precision loss
+    while start < v.shape[0]:
+        chunk = v[start:start + block]
+        k = np.arange(1, chunk.shape[0] + 1, dtype=np.float64)
+        grow = beta ** -k
+        res = beta ** k * (e + alpha * np.cumsum(chunk * grow))
+        out[start:start + chunk.shape[0]] = res
+        e = float(res[-1])
+        start += block
+    return out
+
+
+class Ewma(Node):
+    name = "ewma"
+    stateful = True
+
+    def new_state(self) -> Dict[str, Any]:
+        return {"e": math.nan}
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        rows, _, v = _points(frame, args[0])
+        ok = np.isfinite(v)
+        if rows is None:
+            rows = np.arange(frame.n)
+        rows, v = rows[ok], v[ok]
+        e = ewma_points(v, float(self.params[0]), state["e"])
+        return _spread(frame, rows, e, state, "e"), args[0][1]
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a == b) | (np.isnan(a) & np.isnan(b))
+
+
+class StepsSinceChange(Node):
+    """Steps since x last changed value (NaN counts as equal to NaN)."""
+
+    name = "steps_since_change"
+    stateful = True
+
+    def new_state(self) -> Dict[str, Any]:
+        return {"last_v": math.nan, "has": 0, "change": math.nan}
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        rows, s, v = _points(frame, args[0])
+        if v.shape[0]:
+            prev = np.concatenate(([state["last_v"]], v[:-1]))
+            changed = ~_same(v, prev)
+            if not state["has"]:
+                changed[0] = True
+            idx = np.where(changed, np.arange(v.shape[0]), -1)
+            np.maximum.accumulate(idx, out=idx)
+            change = np.where(idx >= 0, s[np.maximum(idx, 0)].astype(np.float64), state["change"])
+            state["last_v"], state["has"] = float(v[-1]), 1
+        else:
+            change = np.zeros(0)
+        return frame.fsteps - _spread(frame, rows, change, state, "change"), args[0][1]
+
+
+class RepeatCount(Node):
+    """Consecutive points of x with exactly the same value (NaN never repeats)."""
+
+    name = "repeat_count"
+    stateful = True
+
+    def new_state(self) -> Dict[str, Any]:
+        return {"last_v": math.nan, "run": math.nan}
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        rows, _, v = _points(frame, args[0])
+        if v.shape[0]:
+            prev = np.concatenate(([state["last_v"]], v[:-1]))
+            changed = ~(v == prev)
+            i = np.arange(v.shape[0])
+            idx = np.where(changed, i, -1)
+            np.maximum.accumulate(idx, out=idx)
+            carry = 0.0 if math.isnan(state["run"]) else state["run"]
+            runs = np.where(idx >= 0, i - idx + 1, carry + i + 1).astype(np.float64)
+            state["last_v"] = float(v[-1])
+        else:
+            runs = np.zeros(0)
+        return _spread(frame, rows, runs, state, "run"), args[0][1]
+
+
+class FirstMax(Node):
+    """Max of the first n finite points of x (the running max while fewer)."""
+
+    name = "first_max"
+    stateful = True
+
+    def new_state(self) -> Dict[str, Any]:
+        return {"count": 0, "max": math.nan, "fm": math.nan}
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        n = int(self.params[0])
+        rows, _, v = _points(frame, args[0])
+        if rows is None:
+            rows = np.arange(frame.n)
+        ok = np.isfinite(v)
+        rows, v = rows[ok], v[ok]
+        take = max(0, min(n - int(state["count"]), v.shape[0]))
+        fm = np.empty(v.shape[0])
+        if take:
+            running = np.fmax.accumulate(np.concatenate(([state["max"]], v[:take])))[1:]
+            fm[:take] = running
+            state["max"] = float(running[-1])
+            state["count"] = int(state["count"]) + take
+        fm[take:] = state["max"]
+        return _spread(frame, rows, fm, state, "fm"), args[0][1]
+
+
+class Episodes(Node):
+    """``episodes(x, n)``: how many episodes of x being true started in the last n steps.
+
+    A point is true when x is finite and non-zero; an episode starts at a true point at least
+    ``windows.EPISODE_GAP`` steps after the previous true point (a burst of adjacent true points
+    is one episode; ``spike_period`` counts its spikes the same way). The carry-over is the
+    start steps still inside the window.
+    """
+
+    name = "episodes"
+    stateful = True
+
+    def new_state(self) -> Dict[str, Any]:
+        return {"starts": _EMPTY_I, "last_true": math.nan}
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        rows, _, v = _points(frame, args[0])
+        if rows is None:
+            rows = np.arange(frame.n)
+        true_rows = rows[np.isfinite(v) & (v != 0)]
+        _, lo, hi = episode_starts(frame, true_rows, int(self.params[0]), state,
+                                   "starts", "last_true")
+        return (hi - lo).astype(np.float64), args[0][1]

@@ -1,0 +1,265 @@
+"""Streaming window functions over the last ``n`` step numbers, vectorised per batch.
+
+Each operator keeps, between batches, only the finite points it still needs
+(those within its span of step numbers), so memory is bounded by the window,
+never by the run length. For a batch it concatenates that carry-over with the
+batch's new points and answers every row at once: sums through cumulative sums
+and ``searchsorted`` on the step numbers, min/max through a sparse table.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+
+from msdoctor.core.engine.nodes import Frame, Node, Out
+
+_EMPTY_I = np.zeros(0, dtype=np.int64)
+_EMPTY_F = np.zeros(0, dtype=np.float64)
+
+
+EPISODE_GAP = 3     # true points closer than this many steps belong to one episode (spike)
+
+
+def episode_starts(frame: Frame, true_rows: np.ndarray, n: int, state: Dict[str, Any],
+                   starts_key: str, last_key: str) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Episodes of the rows ``true_rows`` (ascending) whose starts fall in each row's window.
+
+    An episode starts at a true row at least ``EPISODE_GAP`` steps after the previous true row
+    (``state[last_key]`` carries the last one over batches). Returns ``(E, lo, hi)``: the
+    start steps, carry-over first, and for each row ``i`` the slice ``E[lo[i]:hi[i]]`` of those
+    in ``(step - n, step]`` seen so far; ``state[starts_key]`` keeps the starts still inside the
+    window of the batch's last row.
+    """
+    true_steps = frame.steps[true_rows]
+    prev = np.concatenate(([state[last_key]], true_steps[:-1].astype(np.float64)))
+    new = ~(true_steps - prev < EPISODE_GAP)                 # NaN prev: a new episode
+    if true_steps.shape[0]:
+        state[last_key] = float(true_steps[-1])
+    carry = state[starts_key]
+    E = np.concatenate((carry, true_steps[new])) if carry.shape[0] else true_steps[new]
+    hi = carry.shape[0] + np.searchsorted(true_rows[new], np.arange(frame.n), side="right")
+    lo = np.searchsorted(E, frame.steps - n, side="right")
+    if frame.n:
+        cut = int(np.searchsorted(E, frame.steps[-1] - n, side="right"))
+        state[starts_key] = E[cut:].copy()
+    return E, lo, hi
+
+
+def search_right(S: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(S, x, side="right")`` for sorted int64 step numbers ``S``.
+
+    The common case, every step recorded, makes ``S`` consecutive integers
+    (``S[-1] - S[0] == len(S) - 1``): then the answer is arithmetic, exactly.
+    """
+    m = S.shape[0]
+    if m and x.dtype.kind == "i" and S.dtype.kind == "i" and int(S[-1]) - int(S[0]) == m - 1:
+        return np.clip(x - (int(S[0]) - 1), 0, m)
+    return np.searchsorted(S, x, side="right")
+
+
+def point_rows(arg: Out, n: int) -> np.ndarray | None:
+    """Row indices of the points of ``arg`` (None = every row)."""
+    mask = arg[1]
+    if mask is None:
+        return None
+    if mask is False:
+        return _EMPTY_I
+    return np.flatnonzero(mask)
+
+
+def gather(frame: Frame, arg: Out, state: Dict[str, Any]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Carry-over + this batch's finite points: ``(S, V, hi)``.
+
+    ``S``/``V`` are the points' step numbers and values; ``hi[i]`` is how many of
+    them come from rows at or before row ``i`` (so ``S[:hi[i]]`` is what row ``i`` may see).
+    """
+    values = arg[0]
+    n = frame.n
+    rows = point_rows(arg, n)
+    if rows is None:
+        s_new, v_new = frame.steps, values
+    else:
+        s_new, v_new = frame.steps[rows], values[rows]
+    ok = np.isfinite(v_new)
+    if not ok.all():
+        rows = (np.arange(n) if rows is None else rows)[ok]
+        s_new, v_new = s_new[ok], v_new[ok]
+    carry_s, carry_v = state["s"], state["v"]
+    c0 = carry_s.shape[0]
+    S = np.concatenate((carry_s, s_new)) if c0 else s_new
+    V = np.concatenate((carry_v, v_new)) if c0 else v_new
+    if rows is None:
+        hi = np.arange(c0 + 1, c0 + n + 1)
+    else:
+        hi = c0 + search_right(rows, np.arange(n))
+    return S, V, hi
+
+
+def keep(state: Dict[str, Any], S: np.ndarray, V: np.ndarray, frame: Frame, span: int,
+         extra_before: int = 0) -> None:
+    """Keep the points with step > last step - ``span`` (plus ``extra_before`` older ones)."""
+    if frame.n == 0:
+        return
+    cut = int(np.searchsorted(S, frame.steps[-1] - span, side="right"))
+    cut = max(cut - extra_before, 0)
+    if S.shape[0] > frame.n and 2 * cut < S.shape[0]:
+        # S and V are this operator's own concatenation (carry + new points), mostly kept
+        # (a long window): keep views, not copies; the rest is freed with the next batch
+        state["s"], state["v"] = S[cut:], V[cut:]
+    else:
+        state["s"], state["v"] = S[cut:].copy(), V[cut:].copy()
+
+
+def _first(state: Dict[str, Any], S: np.ndarray) -> float:
+    """Step of the first finite point since the last reset (NaN if none)."""
+    if math.isnan(state["first"]) and S.shape[0]:
+        state["first"] = float(S[0])
+    return state["first"]
+
+
+class WindowNode(Node):
+    """A function of the points in ``(step - n, step]``."""
+
+    stateful = True
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.params[0])
+
+    def new_state(self) -> Dict[str, Any]:
+        return {"s": _EMPTY_I, "v": _EMPTY_F, "first": math.nan}
+
+
+class Aggregate(WindowNode):
+    """``mean sum count std`` over the last n steps."""
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        n = self.n_steps
+        S, V, hi = gather(frame, args[0], state)
+        lo = search_right(S, frame.steps - n)
+        cnt = (hi - lo).astype(np.float64)
+        ref = V[0] if V.shape[0] else 0.0
+        d = V - ref
+        cs = np.concatenate(([0.0], np.cumsum(d)))
+        s = cs[hi] - cs[lo]
+        name = self.name
+        if name == "count":
+            out = cnt
+        elif name == "sum":
+            out = s + ref * cnt
+        elif name == "mean":
+            out = s / cnt + ref
+        else:
+            cs2 = np.concatenate(([0.0], np.cumsum(d * d)))
+            s2 = cs2[hi] - cs2[lo]
+            var = np.maximum(s2 / cnt - (s / cnt) ** 2, 0.0)
+            out = np.sqrt(var)
+            out[cnt < 2] = np.nan
+        keep(state, S, V, frame, n)
+        return out, args[0][1]
+
+
+def range_extreme(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, fn: Any) -> np.ndarray:
+    """``fn``-reduce ``V[lo:hi]`` for every (lo, hi) pair (sparse table; NaN when empty)."""
+    cnt = hi - lo
+    out = np.full(lo.shape[0], np.nan)
+    ok = cnt > 0
+    if not ok.any():
+        return out
+    maxc = int(cnt.max())
+    levels = [V]
+    k = 1
+    while 2 * k <= maxc:
+        prev = levels[-1]
+        levels.append(fn(prev[:-k], prev[k:]))
+        k *= 2
+    level = np.zeros(lo.shape[0], dtype=np.int64)
+    level[ok] = np.frexp(cnt[ok].astype(np.float64))[1] - 1
+    for j in np.unique(level[ok]):
+        sel = ok & (level == j)
+        table = levels[j]
+        out[sel] = fn(table[lo[sel]], table[hi[sel] - (1 << int(j))])
+    return out
+
+
+class MinMax(WindowNode):
+    """``min max`` over the last n steps."""
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        n = self.n_steps
+        S, V, hi = gather(frame, args[0], state)
+        lo = search_right(S, frame.steps - n)
+        out = range_extreme(V, lo, hi, np.maximum if self.name == "max" else np.minimum)
+        keep(state, S, V, frame, n)
+        return out, args[0][1]
+
+
+class Delta(WindowNode):
+    """``delta(x, n)``: x now minus x as it was n steps ago."""
+
+    name = "delta"
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        n = self.n_steps
+        S, V, hi = gather(frame, args[0], state)
+        out = np.full(frame.n, np.nan)
+        if V.shape[0]:
+            now = np.where(hi > 0, V[np.maximum(hi - 1, 0)], np.nan)
+            past_idx = search_right(S, frame.steps - n) - 1
+            past = np.where(past_idx >= 0, V[np.maximum(past_idx, 0)], np.nan)
+            out = now - past
+        keep(state, S, V, frame, n, extra_before=1)
+        return out, args[0][1]
+
+
+class RelChange(WindowNode):
+    """``rel_change(x, n)``: (mean of the last n steps - mean of the n before) / |mean before|."""
+
+    name = "rel_change"
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        n = self.n_steps
+        S, V, hi = gather(frame, args[0], state)
+        first = _first(state, S)
+        q = frame.steps
+        mid = search_right(S, q - n)
+        lo = search_right(S, q - 2 * n)
+        ref = V[0] if V.shape[0] else 0.0
+        cs = np.concatenate(([0.0], np.cumsum(V - ref)))
+        c_now, c_prev = (hi - mid), (mid - lo)
+        now = (cs[hi] - cs[mid]) / c_now + ref
+        prev = (cs[mid] - cs[lo]) / c_prev + ref
+        out = (now - prev) / np.abs(prev)
+        out[(c_now == 0) | (c_prev == 0) | ~(first <= q - 2 * n + 1)] = np.nan
+        keep(state, S, V, frame, 2 * n)
+        return out, args[0][1]
+
+
+class Slope(WindowNode):
+    """``slope(x, n)``: least-squares slope per step over the points of the last n steps."""
+
+    name = "slope"
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        n = self.n_steps
+        S, V, hi = gather(frame, args[0], state)
+        lo = search_right(S, frame.steps - n)
+        if V.shape[0]:
+            s = (S - S[0]).astype(np.float64)
+            v = V - V[0]
+        else:
+            s = v = _EMPTY_F
+
+        def window_sum(x: np.ndarray) -> np.ndarray:
+            c = np.concatenate(([0.0], np.cumsum(x)))
+            return c[hi] - c[lo]
+
+        cnt = (hi - lo).astype(np.float64)
+        ss, sv, sss, ssv = window_sum(s), window_sum(v), window_sum(s * s), window_sum(s * v)
+        den = cnt * sss - ss * ss
+        out = (cnt * ssv - ss * sv) / den
+        out[(cnt < 2) | (den <= 0)] = np.nan
+        keep(state, S, V, frame, n)
+        return out, args[0][1]

@@ -1,0 +1,290 @@
+"""Persist the sidecar's spool offsets and state together, atomically.
+
+One file, ``<state_dir>/snapshot.npz``: a JSON document (metadata, offsets,
+counters, consumer state) plus the ring buffers and the consumers' arrays (the rule
+engine's windows) as plain numpy arrays. It is
+loaded with ``allow_pickle=False`` and nothing in it is executed: a run
+directory is untrusted input. The offsets and the state are written in one
+``os.replace``, so after a restart every event after the snapshot is read again
+exactly once and none before it.
+
+Each spool file's first and last bytes read are fingerprinted: a snapshot whose spool was
+replaced, truncated or removed does not match and is rejected
+(:class:`SnapshotError`); the caller then rebuilds from the start of the spool.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+
+from msdoctor.wire.layout import state_dir
+from msdoctor.core.state import COUNTERS, DEFAULT_CAPACITY, RankState, RunState, Series, Store
+
+FORMAT = "msdoctor-snapshot"
+VERSION = 1
+FILENAME = "snapshot.npz"
+FINGERPRINT_BYTES = 4096
+
+
+class SnapshotError(Exception):
+    """A snapshot that cannot be used: says which file and why."""
+
+
+@dataclass
+class Snapshot:
+    """What a snapshot restores: spool position, state, consumer states."""
+
+    spool: Dict[str, Any]
+    store: Store
+    consumers: Dict[str, Any] = field(default_factory=dict)
+    written: float = 0.0
+
+
+def default_state_dir(run_dir: os.PathLike | str) -> Path:
+    return state_dir(run_dir)
+
+
+def fingerprint(path: Path, offset: int) -> str:
+    """sha256 (hex) of the first and the last 4 KiB of ``path`` before ``offset``."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        digest.update(fh.read(min(offset, FINGERPRINT_BYTES)))
+        start = max(0, offset - FINGERPRINT_BYTES)
+        fh.seek(start)
+        digest.update(fh.read(offset - start))
+    return digest.hexdigest()
+
+
+# -- state <-> (JSON, arrays) ------------------------------------------------
+def store_to_dict(store: Store) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
+    """The store as a JSON-able document plus the ring buffers as named arrays."""
+    arrays: Dict[str, np.ndarray] = {}
+    runs = []
+    for run in store.runs.values():
+        ranks = []
+        for rank in run.ranks.values():
+            series = {}
+            for name, buffer in rank.series.items():
+                key = f"s{len(arrays) // 2}"
+                arrays[f"{key}_steps"], arrays[f"{key}_values"] = buffer.arrays()
+                series[name] = key
+            ranks.append({"rank": rank.rank, "status": rank.status, "last_step": rank.last_step,
+                          "t": rank.t, "received": rank.received, "latest": rank.latest,
+                          "counters": rank.counters, "run_end": rank.run_end,
+                          "checkpoint": rank.checkpoint, "stop": rank.stop, "series": series})
+        runs.append({"run": run.run, "world_size": run.world_size, "config": run.config,
+                     "expect": run.expect,
+                     "run_start": [[r, e] for r, e in run.run_start.items()], "ranks": ranks})
+    return {"capacity": store.capacity, "runs": runs}, arrays
+
+
+def store_from_dict(doc: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
+                    capacity: Optional[int] = None) -> Store:
+    """Rebuild a :class:`Store` from :func:`store_to_dict` output."""
+    store = Store(capacity or int(doc.get("capacity", DEFAULT_CAPACITY)))
+    for entry in doc["runs"]:
+        run = store.runs[entry["run"]] = RunState(entry["run"])
+        run.world_size = entry.get("world_size")
+        run.config = dict(entry.get("config") or {})
+        run.expect = dict(entry.get("expect") or {})
+        run.run_start = {int(r): e for r, e in entry.get("run_start", [])}
+        for item in entry["ranks"]:
+            rank = RankState(int(item["rank"]), capacity=store.capacity)
+            rank.status = str(item["status"])
+            rank.last_step = item.get("last_step")
+            rank.t, rank.received = item.get("t"), item.get("received")
+            rank.latest = {str(k): float(v) for k, v in item.get("latest", {}).items()}
+            rank.counters.update({k: int(v) for k, v in item.get("counters", {}).items()
+                                  if k in COUNTERS})
+            rank.run_end, rank.checkpoint = item.get("run_end"), item.get("checkpoint")
+            rank.stop = item.get("stop")
+            for name, key in item.get("series", {}).items():
+                steps, values = arrays[f"{key}_steps"], arrays[f"{key}_values"]
+                if steps.dtype.kind != "i" or values.dtype.kind != "f" or steps.shape != values.shape:
+                    raise SnapshotError(f"series {name!r}: expected int steps and float values of "
+                                        f"equal length, got {steps.dtype}{steps.shape} and "
+                                        f"{values.dtype}{values.shape}")
+                rank.series[name] = Series.from_arrays(steps, values, store.capacity)
+            run.ranks[rank.rank] = rank
+    return store
+
+
+# -- consumer states: JSON values and numpy arrays ------------------------------
+ARRAY_TAG = "__ndarray__"
+#: every consumer array lives in one of two flat members (thousands of small .npy members
+#: would make loading slow: ~0.2 ms each)
+BLOBS = {"i": ("consumer_int", np.int64), "f": ("consumer_float", np.float64)}
+
+
+def split_arrays(doc: Any) -> Tuple[Any, Dict[str, np.ndarray]]:
+    """``doc`` with each numpy array replaced by a reference into one of two flat arrays
+    (integers, floats), and those arrays: what the snapshot writes as JSON and as ``.npy``."""
+    parts: Dict[str, List[np.ndarray]] = {"i": [], "f": []}
+    sizes = {"i": 0, "f": 0}
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            kind = value.dtype.kind
+            if kind not in "iubf":
+                raise TypeError(f"a consumer state holds a {value.dtype} array; only numeric "
+                                "arrays can be saved")
+            blob = "i" if kind in "iub" else "f"
+            flat = value.reshape(-1)
+            ref = {ARRAY_TAG: BLOBS[blob][0], "at": sizes[blob], "shape": list(value.shape),
+                   "dtype": value.dtype.str}
+            parts[blob].append(flat)
+            sizes[blob] += flat.shape[0]
+            return ref
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [walk(v) for v in value]
+        return value
+
+    out = walk(doc)
+    arrays = {BLOBS[b][0]: np.concatenate(parts[b]).astype(BLOBS[b][1], copy=False)
+              for b in parts if parts[b]}
+    return out, arrays
+
+
+def join_arrays(doc: Any, arrays: Mapping[str, np.ndarray]) -> Any:
+    """Inverse of :func:`split_arrays`; a reference that does not fit its array is a
+    :class:`SnapshotError`."""
+    names = {name for name, _ in BLOBS.values()}
+
+    def array(ref: Dict[str, Any]) -> np.ndarray:
+        name, at, shape, dtype = ref.get(ARRAY_TAG), ref.get("at"), ref.get("shape"), ref.get("dtype")
+        blob = arrays.get(name) if name in names else None
+        try:
+            kind = np.dtype(dtype).kind
+            size = int(np.prod(shape, dtype=np.int64))
+            ok = (blob is not None and kind in "iubf" and isinstance(at, int) and at >= 0
+                  and all(isinstance(n, int) and n >= 0 for n in shape)
+                  and at + size <= blob.shape[0])
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise SnapshotError(f"state refers to {ref!r}, which does not fit the saved arrays")
+        return blob[at:at + size].astype(dtype).reshape(shape)
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            if ARRAY_TAG in value:
+                return array(value)
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(doc)
+
+
+# -- files -------------------------------------------------------------------
+def save(state_dir: os.PathLike | str, run_dir: os.PathLike | str, spool: Dict[str, Any],
+         store: Store, consumers: Optional[Mapping[str, Any]] = None) -> Path:
+    """Write the snapshot atomically (temp file + fsync + rename); return its path."""
+    state_dir, run_dir = Path(state_dir), Path(run_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    prints = {}
+    for rel, entry in spool.get("files", {}).items():
+        offset = int(entry["offset"])
+        if offset:
+            prints[rel] = fingerprint(run_dir / rel, offset)
+    store_doc, arrays = store_to_dict(store)
+    consumer_doc, consumer_arrays = split_arrays(dict(consumers or {}))
+    arrays.update(consumer_arrays)
+    meta = {"format": FORMAT, "version": VERSION, "written": time.time(),
+            "spool": spool, "fingerprints": prints, "store": store_doc,
+            "consumers": consumer_doc}
+    blob = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
+    target = state_dir / FILENAME
+    tmp = state_dir / f".{FILENAME}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, meta=blob, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    try:
+        dir_fd = os.open(state_dir, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:  # pragma: no cover - some filesystems refuse directory fsync
+        pass
+    return target
+
+
+def load(state_dir: os.PathLike | str, run_dir: os.PathLike | str,
+         capacity: Optional[int] = None) -> Optional[Snapshot]:
+    """Read the snapshot, or None when there is none.
+
+    Raises :class:`SnapshotError` when it is unreadable or does not match the
+    spool in ``run_dir`` (a file replaced, truncated or gone).
+    """
+    path = Path(state_dir) / FILENAME
+    if not path.exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {name: archive[name] for name in archive.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise SnapshotError(f"{path}: unreadable ({exc}); expected an .npz written by "
+                            f"msdoctor serve") from None
+    try:
+        meta = json.loads(arrays.pop("meta").tobytes().decode("utf-8"))
+    except (KeyError, ValueError) as exc:
+        raise SnapshotError(f"{path}: no readable 'meta' document ({exc})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise SnapshotError(f"{path}: not an msdoctor snapshot (format "
+                            f"{meta.get('format') if isinstance(meta, dict) else None!r})")
+    if meta.get("version") != VERSION:
+        raise SnapshotError(f"{path}: snapshot version {meta.get('version')!r}, "
+                            f"this msdoctor reads {VERSION}")
+    _check_spool(path, Path(run_dir), meta)
+    try:
+        store = store_from_dict(meta["store"], arrays, capacity)
+    except SnapshotError as exc:
+        raise SnapshotError(f"{path}: {exc}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise SnapshotError(f"{path}: malformed state ({type(exc).__name__}: {exc})") from None
+    consumers = meta.get("consumers") if isinstance(meta.get("consumers"), dict) else {}
+    try:
+        consumers = join_arrays(consumers, arrays)
+    except SnapshotError as exc:
+        raise SnapshotError(f"{path}: {exc}") from None
+    return Snapshot(meta["spool"], store, consumers, float(meta.get("written", 0.0)))
+
+
+def _check_spool(path: Path, run_dir: Path, meta: Dict[str, Any]) -> None:
+    spool, prints = meta.get("spool"), meta.get("fingerprints", {})
+    if not isinstance(spool, dict) or not isinstance(spool.get("files"), dict):
+        raise SnapshotError(f"{path}: no spool offsets")
+    for rel, entry in spool["files"].items():
+        file = run_dir / rel
+        try:
+            offset = int(entry["offset"])
+            size = file.stat().st_size
+        except FileNotFoundError:
+            raise SnapshotError(f"{path}: spool file {file} is gone") from None
+        except (KeyError, TypeError, ValueError):
+            raise SnapshotError(f"{path}: bad offset entry for {rel!r}") from None
+        if size < offset:
+            raise SnapshotError(f"{path}: {file} has {size} bytes, fewer than the "
+                                f"{offset} already read (truncated or replaced)")
+        expected = prints.get(rel)
+        if offset and fingerprint(file, offset) != expected:
+            raise SnapshotError(f"{path}: {file} does not hold the bytes read before "
+                                f"(replaced by another run?)")

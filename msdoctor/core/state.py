@@ -1,0 +1,300 @@
+"""Per-run, per-rank state of the sidecar, updated from spool chunks.
+
+:class:`Store` holds :class:`RunState` per run id and :class:`RankState` per
+rank: the latest value of every signal, counters, status, and a bounded ring
+buffer (:class:`Series`) of recent ``(step, value)`` points per signal. Step
+batches are applied with numpy, not per event; memory does not grow with the
+length of a run.
+
+A step that does not exceed the last one seen (a resumed run repeating steps)
+purges the buffered points with step >= it, as TensorBoard purges orphaned
+data, and is counted in ``repeated_steps``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from msdoctor.core.batch import StepBatch
+
+DEFAULT_CAPACITY = 4096
+STATUSES = ("running", "completed", "failed", "stopped")
+COUNTERS = ("steps", "overflow_steps", "nonfinite_losses", "events", "decode_errors",
+            "repeated_steps", "dropped")
+
+
+def keep_last_writes(steps: np.ndarray) -> np.ndarray:
+    """Mask of the points that survive purging: a point is dropped when a later one
+    has a step <= its step. The kept steps are strictly increasing."""
+    if steps.shape[0] < 2:
+        return np.ones(steps.shape[0], dtype=bool)
+    later_min = np.minimum.accumulate(steps[::-1])[::-1]
+    keep = np.ones(steps.shape[0], dtype=bool)
+    keep[:-1] = steps[:-1] < later_min[1:]
+    return keep
+
+
+class Series:
+    """Bounded ring buffer of ``(step int64, value float64)`` in increasing step order.
+
+    Backed by arrays of twice the capacity so the live window is always one
+    contiguous slice (appends are amortised O(1) per point, reads need no copy).
+    """
+
+    __slots__ = ("capacity", "_steps", "_values", "_lo", "_hi")
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+        if int(capacity) < 1:
+            raise ValueError(f"series capacity must be >= 1, got {capacity!r}")
+        self.capacity = int(capacity)
+        self._steps = np.empty(2 * self.capacity, dtype=np.int64)
+        self._values = np.empty(2 * self.capacity, dtype=np.float64)
+        self._lo = self._hi = 0
+
+    def __len__(self) -> int:
+        return self._hi - self._lo
+
+    @property
+    def steps(self) -> np.ndarray:
+        """View of the buffered steps (valid until the next change)."""
+        return self._steps[self._lo:self._hi]
+
+    @property
+    def values(self) -> np.ndarray:
+        """View of the buffered values (valid until the next change)."""
+        return self._values[self._lo:self._hi]
+
+    def last(self) -> Optional[Tuple[int, float]]:
+        """The newest ``(step, value)``, or None when empty."""
+        if self._hi == self._lo:
+            return None
+        return int(self._steps[self._hi - 1]), float(self._values[self._hi - 1])
+
+    def since(self, step: int) -> Tuple[np.ndarray, np.ndarray]:
+        """Copies of the points with step >= ``step``."""
+        steps = self.steps
+        i = int(np.searchsorted(steps, step, side="left"))
+        return steps[i:].copy(), self.values[i:].copy()
+
+    def drop_from(self, step: int) -> int:
+        """Remove the points with step >= ``step``; return how many were removed."""
+        i = self._lo + int(np.searchsorted(self.steps, step, side="left"))
+        dropped, self._hi = self._hi - i, i
+        return dropped
+
+    def extend(self, steps: np.ndarray, values: np.ndarray) -> int:
+        """Append points; a step <= an earlier one purges the earlier points with
+        step >= it. Returns the number of incoming points that repeated a step."""
+        steps = np.asarray(steps, dtype=np.int64)
+        values = np.asarray(values, dtype=np.float64)
+        n = steps.shape[0]
+        if n == 0:
+            return 0
+        last = self._steps[self._hi - 1] if self._hi > self._lo else None
+        increasing = n == 1 or bool((steps[1:] > steps[:-1]).all())
+        repeated = 0
+        if not increasing or (last is not None and steps[0] <= last):
+            repeated = count_repeats(steps, None if last is None else int(last))
+            keep = keep_last_writes(steps)
+            steps, values = steps[keep], values[keep]
+            self.drop_from(int(steps[0]))
+        self._append(steps, values)
+        return repeated
+
+    def _append(self, steps: np.ndarray, values: np.ndarray) -> None:
+        """Append strictly increasing steps beyond the last buffered one."""
+        n, cap = steps.shape[0], self.capacity
+        if n >= cap:
+            self._steps[:cap] = steps[-cap:]
+            self._values[:cap] = values[-cap:]
+            self._lo, self._hi = 0, cap
+            return
+        if self._hi + n > 2 * cap:         # compact: move the survivors to the front
+            keep = min(self._hi - self._lo, cap - n)
+            src = slice(self._hi - keep, self._hi)
+            self._steps[:keep] = self._steps[src]
+            self._values[:keep] = self._values[src]
+            self._lo, self._hi = 0, keep
+        self._steps[self._hi:self._hi + n] = steps
+        self._values[self._hi:self._hi + n] = values
+        self._hi += n
+        if self._hi - self._lo > cap:
+            self._lo = self._hi - cap
+
+    def arrays(self) -> Tuple[np.ndarray, np.ndarray]:
+        """Copies of all buffered ``(steps, values)`` (for snapshots)."""
+        return self.steps.copy(), self.values.copy()
+
+    @classmethod
+    def from_arrays(cls, steps: np.ndarray, values: np.ndarray,
+                    capacity: int = DEFAULT_CAPACITY) -> "Series":
+        series = cls(capacity)
+        series.extend(steps, values)
+        return series
+
+
+def count_repeats(steps: np.ndarray, last: Optional[int]) -> int:
+    """How many of ``steps`` do not exceed every step before them (and ``last``)."""
+    floor = np.iinfo(np.int64).min if last is None else last
+    prev = np.empty_like(steps)
+    prev[0] = floor
+    if steps.shape[0] > 1:
+        np.maximum(np.maximum.accumulate(steps[:-1]), floor, out=prev[1:])
+    return int(np.count_nonzero(steps <= prev))
+
+
+@dataclass
+class RankState:
+    """What is known about one rank of one run."""
+
+    rank: int
+    capacity: int = DEFAULT_CAPACITY
+    status: str = "running"
+    last_step: Optional[int] = None
+    t: Optional[float] = None            # wall time of the newest event (the trainer's clock)
+    received: Optional[float] = None     # when the sidecar last read an event of this rank
+    latest: Dict[str, float] = field(default_factory=dict)
+    counters: Dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    run_end: Optional[Dict[str, Any]] = None
+    checkpoint: Optional[Dict[str, Any]] = None
+    stop: Optional[Dict[str, Any]] = None
+    series: Dict[str, Series] = field(default_factory=dict)
+
+    def apply_steps(self, batch: StepBatch) -> None:
+        """Fold a step batch into counters, latest values and series (vectorised)."""
+        steps = batch.steps
+        n = steps.shape[0]
+        if n == 0:
+            return
+        c = self.counters
+        c["steps"] += n
+        last = self.last_step
+        regular = (last is None or steps[0] > last) and (n == 1 or bool((steps[1:] > steps[:-1]).all()))
+        keep = None
+        if not regular:
+            c["repeated_steps"] += count_repeats(steps, last)
+            keep = keep_last_writes(steps)
+            first = int(steps[keep][0])
+            for series in self.series.values():
+                series.drop_from(first)
+        overflow = batch.series("overflow")
+        if overflow is not None:
+            c["overflow_steps"] += int(np.count_nonzero(overflow[1] > 0))
+        loss = batch.series("loss")
+        if loss is not None:
+            c["nonfinite_losses"] += int(np.count_nonzero(~np.isfinite(loss[1])))
+        for name, column in batch.columns.items():
+            mask = batch.masks.get(name)
+            if keep is not None:
+                mask = keep if mask is None else (mask & keep)
+            if mask is None:
+                s, v = steps, column
+            else:
+                s, v = steps[mask], column[mask]
+            if s.shape[0] == 0:
+                continue
+            series = self.series.get(name)
+            if series is None:
+                series = self.series[name] = Series(self.capacity)
+            series._append(s, v)           # increasing and beyond every buffered step
+        self.last_step = int(steps[-1])
+        names = self.series if keep is not None else batch.columns
+        for name in names:
+            point = self.series[name].last() if name in self.series else None
+            if point is None:
+                self.latest.pop(name, None)
+            else:
+                self.latest[name] = point[1]
+
+    def apply_event(self, event: Dict[str, Any]) -> None:
+        """Fold one non-step event (run_start, run_end, checkpoint, heartbeat, stop)."""
+        kind = event["type"]
+        if kind == "run_start":
+            self.status, self.run_end, self.stop = "running", None, None
+        elif kind == "run_end":
+            self.status = event["status"]
+            self.run_end = {k: event[k] for k in ("status", "step", "exception", "t") if k in event}
+        elif kind == "heartbeat":
+            if "dropped" in event:
+                self.counters["dropped"] = event["dropped"]
+        elif kind == "checkpoint":
+            self.checkpoint = {k: event[k] for k in ("step", "path", "t") if k in event}
+        elif kind == "stop":
+            self.stop = {k: event[k] for k in ("reason", "step", "t") if k in event}
+
+    def age(self, now: Optional[float] = None) -> Optional[float]:
+        """Seconds since the newest event's wall time, or None."""
+        if self.t is None:
+            return None
+        return (time.time() if now is None else now) - self.t
+
+
+@dataclass
+class RunState:
+    """One training run: its run_start per rank and its ranks."""
+
+    run: str
+    run_start: Dict[int, Dict[str, Any]] = field(default_factory=dict)
+    world_size: Optional[int] = None
+    config: Dict[str, Any] = field(default_factory=dict)
+    expect: Dict[str, Any] = field(default_factory=dict)
+    ranks: Dict[int, RankState] = field(default_factory=dict)
+
+    def note_run_start(self, event: Dict[str, Any]) -> None:
+        rank = event["rank"]
+        self.run_start[rank] = event
+        if rank == min(self.run_start):    # the lowest rank's view wins (rank 0 normally)
+            if "world_size" in event:
+                self.world_size = event["world_size"]
+            self.config = dict(event.get("config") or {})
+            self.expect = dict(event.get("expect") or {})
+        elif self.world_size is None and "world_size" in event:
+            self.world_size = event["world_size"]
+
+
+class Store:
+    """All runs seen in one spool, updated by :meth:`apply` (one call per Chunk)."""
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.capacity = int(capacity)
+        self.clock = clock
+        self.runs: Dict[str, RunState] = {}
+
+    def rank(self, run: str, rank: int) -> RankState:
+        """The state of (run, rank), created on first use."""
+        state = self.runs.get(run)
+        if state is None:
+            state = self.runs[run] = RunState(run)
+        rank_state = state.ranks.get(rank)
+        if rank_state is None:
+            rank_state = state.ranks[rank] = RankState(rank, capacity=self.capacity)
+        return rank_state
+
+    def apply(self, chunk: Any) -> RankState:
+        """Update the state from one spool Chunk; return the rank's state."""
+        state = self.rank(chunk.run, chunk.rank)
+        c = state.counters
+        c["events"] += len(chunk.events)
+        c["decode_errors"] += sum(1 for e in chunk.errors if e.line_no)
+        if chunk.events:
+            state.received = self.clock()
+        for event in chunk.others:
+            if event["type"] == "run_start":
+                self.runs[chunk.run].note_run_start(event)
+            state.apply_event(event)
+        if chunk.steps is not None:
+            state.apply_steps(chunk.steps)
+        for event in reversed(chunk.events):
+            t = event.get("t")
+            if t is not None:
+                state.t = t
+                break
+        return state
+
+    def ranks(self) -> List[Tuple[str, int, RankState]]:
+        """Every ``(run, rank, state)``, runs in first-seen order, ranks ascending."""
+        return [(run.run, r, run.ranks[r]) for run in self.runs.values() for r in sorted(run.ranks)]

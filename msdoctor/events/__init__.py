@@ -1,8 +1,0 @@
-"""The event schema (v1) and its JSON-lines codec: the contract between hooks and sidecar."""
-from msdoctor.events.codec import decode, encode
-from msdoctor.events.schema import (
-    EVENT_TYPES, SCHEMA_VERSION, STEP_SIGNALS, EventError, make, tokens_per_s, validate,
-)
-
-__all__ = ["decode", "encode", "EVENT_TYPES", "SCHEMA_VERSION", "STEP_SIGNALS", "EventError",
-           "make", "tokens_per_s", "validate"]

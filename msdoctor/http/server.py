@@ -1,0 +1,225 @@
+"""The sidecar's HTTP endpoint: ``/metrics`` for Prometheus, ``/api/v1`` for the TUI.
+
+Loopback by default (``127.0.0.1:9400``). Any other address needs
+``allow_remote=True`` (``--allow-remote``); ``/api`` then accepts a bearer
+token (``--api-token`` or ``MSDOCTOR_API_TOKEN``). Only GET and HEAD are
+served; other methods get 405. Nothing is ever read from disk to answer a
+request: every response is built from the in-memory state.
+"""
+from __future__ import annotations
+
+import contextlib
+import hmac
+import ipaddress
+import json
+import logging
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Optional, Tuple
+from urllib.parse import urlsplit
+
+from msdoctor import __version__
+from msdoctor.exporter.collector import StoreCollector
+from msdoctor.exporter.exposition import CONTENT_TYPE, LabelCache, render
+from msdoctor.wire.layout import DEFAULT_LISTEN, TOKEN_ENV
+
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover
+    _orjson = None
+
+log = logging.getLogger("msdoctor.http")
+
+ALLOWED = "GET, HEAD"
+
+
+class ListenError(ValueError):
+    """A listen address that is malformed or not allowed."""
+
+
+def parse_listen(text: str) -> Tuple[str, int]:
+    """``"127.0.0.1:9400"``, ``"[::1]:9400"``, ``"localhost:0"`` -> ``(host, port)``."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not host:
+        raise ListenError(f"listen address {text!r}: expected HOST:PORT, e.g. {DEFAULT_LISTEN}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ListenError(f"listen address {text!r}: port {port_text!r} is not a number") from None
+    if not 0 <= port <= 65535:
+        raise ListenError(f"listen address {text!r}: port {port} is outside 0-65535")
+    return host, port
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback IP literals (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_listen(host: str, allow_remote: bool) -> None:
+    """Refuse a non-loopback address unless the user opted in."""
+    if not is_loopback(host) and not allow_remote:
+        raise ListenError(f"refusing to listen on {host!r}: it is not a loopback address. "
+                          "Pass --allow-remote to expose /metrics and /api to the network "
+                          f"(and set --api-token or {TOKEN_ENV} to protect /api)")
+
+
+def _json(payload: Any) -> bytes:
+    if _orjson is not None:
+        return _orjson.dumps(payload)
+    return json.dumps(payload, separators=(",", ":")).encode("utf-8")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: "_Server"
+    server_version = f"msdoctor/{__version__}"
+    protocol_version = "HTTP/1.1"
+    timeout = 30
+
+    # every other method (POST, PUT, DELETE, PATCH, OPTIONS, ...) is refused
+    def __getattr__(self, name: str) -> Callable[[], None]:
+        if name.startswith("do_"):
+            return self._not_allowed
+        raise AttributeError(name)
+
+    def _not_allowed(self) -> None:
+        self._send(405, "application/json",
+                   _json({"error": f"method {self.command} not allowed; this endpoint is "
+                                   f"read-only ({ALLOWED})"}), {"Allow": ALLOWED})
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        path = url.path
+        owner = self.server.owner
+        try:
+            if path == "/metrics":
+                self._send(200, CONTENT_TYPE, owner.metrics())
+            elif path == "/api/v1" or path.startswith("/api/v1/"):
+                if not self._authorised():
+                    self._send(401, "application/json",
+                               _json({"error": "missing or wrong bearer token for /api"}),
+                               {"WWW-Authenticate": 'Bearer realm="msdoctor"'})
+                    return
+                if owner.api is None:
+                    self._send(404, "application/json", _json({"error": "the API is disabled"}))
+                    return
+                status, body = owner.answer(path, url.query)
+                self._send(status, "application/json", _json(body))
+            elif path == "/-/healthy":
+                self._send(200, "text/plain; charset=utf-8", b"OK\n")
+            elif path == "/":
+                self._send(200, "text/plain; charset=utf-8",
+                           b"msdoctor sidecar: /metrics (Prometheus), /api/v1/ (JSON)\n")
+            else:
+                self._send(404, "application/json", _json({"error": f"no such path {path!r}"}))
+        except Exception as exc:  # noqa: BLE001 - a request must never take the sidecar down
+            log.exception("error answering %s", self.path)
+            self._send(500, "application/json",
+                       _json({"error": f"internal error: {type(exc).__name__}"}))
+
+    def _authorised(self) -> bool:
+        token = self.server.owner.api_token
+        if not token:
+            return True
+        header = self.headers.get("Authorization", "")
+        scheme, _, given = header.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(),
+                                                                 token.encode())
+
+    def _send(self, status: int, content_type: str, body: bytes,
+              headers: Optional[dict] = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def log_message(self, fmt: str, *args: Any) -> None:
+        log.debug("%s " + fmt, self.address_string(), *args)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: "SidecarServer"
+
+
+class SidecarServer:
+    """Serve ``/metrics`` (and ``/api/v1`` when ``api`` is given) from a background thread.
+
+    >>> server = SidecarServer(StoreCollector(sidecar.store, feed), api=Api(ctx))
+    >>> server.start(); server.url
+    'http://127.0.0.1:9400'
+    """
+
+    def __init__(self, collector: StoreCollector, api: Any = None, listen: str = DEFAULT_LISTEN,
+                 allow_remote: bool = False, api_token: Optional[str] = None,
+                 lock: Optional[Any] = None) -> None:
+        host, port = parse_listen(listen)
+        check_listen(host, allow_remote)
+        if not is_loopback(host) and not api_token:
+            log.warning("listening on %s without an API token: anyone who can reach it can read "
+                        "/api (set --api-token or %s)", host, TOKEN_ENV)
+        self.collector = collector
+        self.api = api
+        self.api_token = api_token or None
+        self.lock = lock if lock is not None else contextlib.nullcontext()
+        self._cache = LabelCache()
+        server_class = _Server
+        if ":" in host:
+            server_class = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
+        try:
+            self.httpd = server_class((host, port), _Handler)
+        except OSError as exc:
+            raise ListenError(f"cannot listen on {listen}: {exc.strerror or exc}") from None
+        self.httpd.owner = self
+        self._thread: Optional[threading.Thread] = None
+
+    @property
+    def address(self) -> Tuple[str, int]:
+        host, port = self.httpd.server_address[:2]
+        return str(host), int(port)
+
+    @property
+    def url(self) -> str:
+        host, port = self.address
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+    def metrics(self) -> bytes:
+        """The ``/metrics`` body, rendered from the state now."""
+        with self.lock:   # the ingest thread changes the store under the same lock
+            families = self.collector.families()
+        return render(families, self._cache)
+
+    def answer(self, path: str, query: str) -> Tuple[int, Any]:
+        """One ``/api/v1`` answer, read from the state under the sidecar's lock."""
+        with self.lock:
+            return self.api.handle(path, query)
+
+    def start(self) -> "SidecarServer":
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="msdoctor-http",
+                                        kwargs={"poll_interval": 0.2}, daemon=True)
+        self._thread.start()
+        log.info("serving /metrics and /api/v1 on %s", self.url)
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)

@@ -1,0 +1,67 @@
+"""The run directory as the hooks, the sidecar and the tools share it, and the sidecar's address.
+
+::
+
+    <run_dir>/events/rank-<N>.jsonl   one append-only event spool per rank (the hooks write)
+    <run_dir>/control/stop.json        a stop request (the sidecar writes, the hooks read)
+    <run_dir>/alerts.jsonl             the alert journal (the sidecar appends)
+    <run_dir>/.msdoctor/snapshot.npz   the sidecar's saved state
+
+Standard library only: the training hooks import it.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Optional, Union
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+EVENTS_DIR = "events"
+#: A rank's spool file name inside ``events/``; the group is the rank.
+RANK_FILE = re.compile(r"rank-(\d+)\.jsonl\Z")
+CONTROL_DIR = "control"
+STOP_FILE = os.path.join(CONTROL_DIR, "stop.json")
+ALERTS_FILE = "alerts.jsonl"
+STATE_DIR = ".msdoctor"
+
+#: Where ``msdoctor serve`` listens unless told otherwise (loopback only).
+DEFAULT_LISTEN = "127.0.0.1:9400"
+DEFAULT_URL = "http://" + DEFAULT_LISTEN
+#: The environment variable holding the API's bearer token.
+TOKEN_ENV = "MSDOCTOR_API_TOKEN"
+API_PREFIX = "/api/v1"
+
+
+def events_dir(run_dir: PathLike) -> Path:
+    return Path(run_dir) / EVENTS_DIR
+
+
+def rank_file(run_dir: PathLike, rank: int) -> Path:
+    """``<run_dir>/events/rank-<rank>.jsonl``."""
+    return Path(run_dir) / EVENTS_DIR / f"rank-{int(rank)}.jsonl"
+
+
+def rank_of_file(name: str) -> Optional[int]:
+    """The rank a spool file name stands for, or None when it is not a rank file."""
+    match = RANK_FILE.match(name)
+    return int(match.group(1)) if match else None
+
+
+def stop_file(run_dir: PathLike) -> Path:
+    return Path(run_dir) / STOP_FILE
+
+
+def alerts_file(run_dir: PathLike) -> Path:
+    return Path(run_dir) / ALERTS_FILE
+
+
+def state_dir(run_dir: PathLike) -> Path:
+    return Path(run_dir) / STATE_DIR
+
+
+def is_run_dir(path: PathLike) -> bool:
+    """A directory holding an ``events/`` directory (a spool)."""
+    p = Path(path)
+    return p.is_dir() and (p / EVENTS_DIR).is_dir()

@@ -1,0 +1,46 @@
+"""Feed one expression through the real operators, batch by batch (test helper)."""
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from msdoctor.core.batch import StepBatch
+from msdoctor.core.engine.context import RankContext, RunContext
+from msdoctor.core.engine.expr import parse
+from msdoctor.core.engine.nodes import Frame
+from msdoctor.core.engine.program import Program
+
+
+def run_expr(text: str, steps: Sequence[int], series: Dict[str, Sequence[Optional[float]]],
+             sizes: Sequence[int], t: Optional[Sequence[float]] = None) -> np.ndarray:
+    """Values of ``text`` at every row, the rows fed in batches of ``sizes`` (cycled)."""
+    program = Program([])
+    root = program.add(parse(text))
+    ctx = RankContext(RunContext("r"), 0, program.new_states(), [math.nan] * len(program.nodes))
+    ctx.run.ranks[0] = ctx
+    steps = np.asarray(steps, dtype=np.int64)
+    tt = np.asarray(t if t is not None else steps, dtype=np.float64)
+    out: List[np.ndarray] = []
+    start, k = 0, 0
+    while start < steps.shape[0]:
+        stop = min(start + sizes[k % len(sizes)], steps.shape[0])
+        k += 1
+        columns, masks = {}, {}
+        for name, values in series.items():
+            chunk = list(values[start:stop])
+            mask = np.array([v is not None for v in chunk])
+            if not mask.any():
+                continue
+            columns[name] = np.array([np.nan if v is None else v for v in chunk], dtype=np.float64)
+            if not mask.all():
+                masks[name] = mask
+        batch = StepBatch("r", 0, steps[start:stop], tt[start:stop], columns, masks)
+        frame = Frame(batch.steps, batch.steps.astype(np.float64), batch.t, batch, ctx)
+        failed: Dict[int, str] = {}
+        outs = program.evaluate(frame, ctx.states, failed)
+        assert not failed, failed
+        out.append(outs[root][0].copy())
+        start = stop
+    return np.concatenate(out)

@@ -1,0 +1,266 @@
+"""Every window function against a naive per-row reference, over many batch cuts."""
+from __future__ import annotations
+
+import math
+from typing import Callable, List, Optional, Tuple
+
+import numpy as np
+import pytest
+
+from msdoctor.core.engine.orderstats import SPIKE_Z, regular_period, stride
+from msdoctor.core.engine.sequences import ewma_points
+from tests.msdoctor.core.engine.helpers import run_expr
+
+SIZES = ([10_000], [1], [7], [3, 50, 1, 100], [64])
+
+
+def make_series(seed: int, n: int = 400, sparse: bool = False, holes: bool = True):
+    rng = np.random.default_rng(seed)
+    gaps = rng.choice([1, 1, 1, 2, 5, 10], size=n) if sparse else np.ones(n, dtype=np.int64)
+    steps = np.cumsum(gaps).astype(np.int64) + 100
+    values: List[Optional[float]] = list(rng.normal(3.0, 1.0, size=n).round(2))
+    for i in range(n):
+        r = rng.random()
+        if holes and r < 0.15:
+            values[i] = None
+        elif holes and r < 0.18:
+            values[i] = math.nan
+        elif holes and r < 0.19:
+            values[i] = math.inf
+    return steps, values
+
+
+def points(steps, values, i) -> Tuple[np.ndarray, np.ndarray]:
+    """Finite recorded points at rows <= i."""
+    s = [steps[j] for j in range(i + 1) if values[j] is not None and math.isfinite(values[j])]
+    v = [values[j] for j in range(i + 1) if values[j] is not None and math.isfinite(values[j])]
+    return np.asarray(s, dtype=np.int64), np.asarray(v, dtype=np.float64)
+
+
+def in_window(s, v, lo_excl, hi_incl):
+    sel = (s > lo_excl) & (s <= hi_incl)
+    return v[sel]
+
+
+def naive(steps, values, fn: Callable[[np.ndarray, np.ndarray, int, int], float]) -> np.ndarray:
+    return np.array([fn(*points(steps, values, i), int(steps[i]), i) for i in range(len(steps))])
+
+
+def _median(w):
+    return float(np.median(w)) if w.size else math.nan
+
+
+REFERENCES = {
+    "mean(x, 20)": lambda s, v, q, i: float(np.mean(in_window(s, v, q - 20, q))) if in_window(s, v, q - 20, q).size else math.nan,
+    "sum(x, 20)": lambda s, v, q, i: float(np.sum(in_window(s, v, q - 20, q))),
+    "count(x, 20)": lambda s, v, q, i: float(in_window(s, v, q - 20, q).size),
+    "std(x, 20)": lambda s, v, q, i: float(np.std(in_window(s, v, q - 20, q))) if in_window(s, v, q - 20, q).size >= 2 else math.nan,
+    "min(x, 20)": lambda s, v, q, i: float(np.min(in_window(s, v, q - 20, q))) if in_window(s, v, q - 20, q).size else math.nan,
+    "max(x, 33)": lambda s, v, q, i: float(np.max(in_window(s, v, q - 33, q))) if in_window(s, v, q - 33, q).size else math.nan,
+    "median(x, 15)": lambda s, v, q, i: _median(in_window(s, v, q - 15, q)),
+    "median(x, 100)": lambda s, v, q, i: _median(in_window(s, v, (q // stride(100)) * stride(100) - 100,
+                                                           (q // stride(100)) * stride(100))),
+    "delta(x, 10)": lambda s, v, q, i: (v[-1] - v[s <= q - 10][-1]) if v.size and (s <= q - 10).any() else math.nan,
+    "slope(x, 30)": lambda s, v, q, i: _slope(s, v, q, 30),
+    "rel_change(x, 25)": lambda s, v, q, i: _rel(s, v, q, 25),
+}
+
+
+def _slope(s, v, q, n):
+    sel = (s > q - n) & (s <= q)
+    if sel.sum() < 2:
+        return math.nan
+    x, y = s[sel].astype(float), v[sel]
+    den = len(x) * (x * x).sum() - x.sum() ** 2
+    return ((len(x) * (x * y).sum() - x.sum() * y.sum()) / den) if den > 0 else math.nan
+
+
+def _rel(s, v, q, n):
+    now, prev = in_window(s, v, q - n, q), in_window(s, v, q - 2 * n, q - n)
+    if not now.size or not prev.size or not s.size or s[0] > q - 2 * n + 1:
+        return math.nan
+    return (now.mean() - prev.mean()) / abs(prev.mean())
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("expr", sorted(REFERENCES))
+def test_a_window_function_matches_the_naive_reference_for_every_batch_cut(expr, sparse):
+    steps, values = make_series(seed=len(expr) + sparse, sparse=sparse)
+    expected = naive(steps, values, REFERENCES[expr])
+    for sizes in SIZES:
+        got = run_expr(expr.replace("(x,", "(loss,"), steps, {"loss": values}, sizes)
+        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9, equal_nan=True,
+                                   err_msg=f"{expr} with batch sizes {sizes}")
+
+
+def _locf(per_row: List[Optional[float]], initial: float) -> np.ndarray:
+    out, last = [], initial
+    for v in per_row:
+        if v is not None:
+            last = v
+        out.append(last)
+    return np.asarray(out, dtype=np.float64)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_robust_z_matches_the_reference_and_is_nan_until_the_window_is_covered(sparse):
+    steps, values = make_series(seed=11, sparse=sparse)
+    n = 40
+    s_ = stride(n)
+    per_row: List[Optional[float]] = []
+    first = None
+    for i, q in enumerate(steps):
+        x = values[i]
+        if x is None:
+            per_row.append(None)
+            continue
+        S, V = points(steps, values, i - 1) if i else (np.zeros(0, np.int64), np.zeros(0))
+        if first is None and S.size:
+            first = S[0]
+        if first is None and math.isfinite(x):
+            first_now = q
+        a = ((q - 1) // s_) * s_
+        w = in_window(S, V, a - n, a)
+        f = S[0] if S.size else math.inf
+        if w.size < 3 or not f <= a - n + 1 or math.isnan(x):
+            per_row.append(math.nan)
+            continue
+        med = np.median(w)
+        mad = np.median(np.abs(w - med))
+        scale = 1.4826 * mad if mad > 0 else 1.2533 * np.mean(np.abs(w - med))
+        per_row.append((x - med) / scale if scale > 0 else (0.0 if x == med else math.copysign(math.inf, x - med)))
+    expected = _locf(per_row, math.nan)
+    for sizes in SIZES:
+        got = run_expr(f"robust_z(loss, {n})", steps, {"loss": values}, sizes)
+        np.testing.assert_allclose(got, expected, rtol=1e-9, equal_nan=True, err_msg=str(sizes))
+
+
+def test_robust_z_with_a_long_window_uses_anchors_that_do_not_depend_on_batching():
+    steps, values = make_series(seed=5, n=900, holes=False)
+    results = [run_expr("robust_z(loss, 200)", steps, {"loss": values}, sizes) for sizes in SIZES]
+    for got in results[1:]:
+        np.testing.assert_allclose(got, results[0], rtol=1e-12, equal_nan=True)
+    assert np.isnan(results[0][:200]).all() and np.isfinite(results[0][300:]).all()
+
+
+def test_ewma_matches_the_recurrence_for_several_alphas_and_cuts():
+    steps, values = make_series(seed=3, n=3000)
+    for alpha in (0.001, 0.05, 0.5, 0.97, 1.0):
+        per_row, e = [], math.nan
+        for v in values:
+            if v is not None and math.isfinite(v):
+                e = v if math.isnan(e) else alpha * v + (1 - alpha) * e
+                per_row.append(e)
+            else:
+                per_row.append(None)
+        expected = _locf(per_row, math.nan)
+        for sizes in SIZES:
+            got = run_expr(f"ewma(loss, {alpha})", steps, {"loss": values}, sizes)
+            np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12, equal_nan=True,
+                                       err_msg=f"alpha {alpha} sizes {sizes}")
+
+
+def test_ewma_points_handles_long_runs_without_overflow():
+    v = np.full(100_000, 2.0)
+    assert np.allclose(ewma_points(v, 0.9, 1.0)[-5:], 2.0)
+
+
+def test_steps_since_change_and_repeat_count_follow_the_recorded_values():
+    steps = [1, 2, 3, 5, 8, 9, 10, 11]
+    loss = [1.0, 1.0, None, 2.0, 2.0, 2.0, math.nan, math.nan]
+    for sizes in SIZES:
+        since = run_expr("steps_since_change(loss)", steps, {"loss": loss}, sizes)
+        assert since.tolist() == [0, 1, 2, 0, 3, 4, 0, 1]
+        reps = run_expr("repeat_count(loss)", steps, {"loss": loss}, sizes)
+        assert reps.tolist() == [1, 2, 2, 1, 2, 3, 1, 1]
+
+
+def test_nonfinite_carries_the_last_recorded_point_and_is_zero_before_any():
+    steps = [1, 2, 3, 4, 5]
+    loss = [None, 1.0, math.inf, None, 2.0]
+    for sizes in SIZES:
+        assert run_expr("nonfinite(loss)", steps, {"loss": loss}, sizes).tolist() == [0, 0, 1, 1, 0]
+
+
+def test_first_max_freezes_after_n_finite_points():
+    steps = list(range(1, 9))
+    loss = [1.0, None, 5.0, math.nan, 2.0, 9.0, 1.0, 20.0]
+    for sizes in SIZES:
+        got = run_expr("first_max(loss, 3)", steps, {"loss": loss}, sizes)
+        assert got.tolist() == [1, 1, 5, 5, 5, 5, 5, 5]
+
+
+def test_baseline_is_nan_until_its_window_passed_then_frozen():
+    steps = list(range(10, 30))
+    tps = [float(i) for i in range(20)]
+    for sizes in SIZES:
+        got = run_expr("baseline(tokens_per_s, 5, 4)", steps, {"tokens_per_s": tps}, sizes)
+        # first step 10: window [15, 19), values 5..8 -> median 6.5 from step 18 on
+        assert np.isnan(got[:8]).all()
+        assert got[8:].tolist() == [6.5] * 12
+
+
+def test_spike_period_reports_regular_spikes_and_zero_for_irregular_ones():
+    rng = np.random.default_rng(0)
+    n = 3000
+    steps = np.arange(1, n + 1)
+    base = 3.0 + 0.01 * rng.standard_normal(n)
+    regular = base.copy()
+    regular[500::300] += 2.0
+    irregular = base.copy()
+    irregular[[500, 610, 1000, 1090, 1800]] += 2.0
+    for sizes in ([10_000], [77]):
+        got = run_expr("spike_period(loss, 2000)", steps, {"loss": list(regular)}, sizes)
+        # spikes at steps 501, 801, 1101: the period is known from the third on
+        assert got[1099] == 0.0 and got[1100] == 300.0 and got[-1] == 300.0
+        assert run_expr("spike_period(loss, 2000)", steps, {"loss": list(irregular)}, sizes).max() == 0.0
+
+
+def test_regular_period_tolerates_one_missed_spike():
+    assert regular_period(np.array([100, 400, 1000, 1300])) == 300.0
+    assert regular_period(np.array([100, 400, 650])) == 0.0
+    assert SPIKE_Z == 6.0
+
+
+def test_a_step_number_going_backwards_restarts_the_windows():
+    steps = [1, 2, 3, 4, 2, 3]
+    loss = [1.0, 2.0, 3.0, 4.0, 10.0, 20.0]
+    for sizes in SIZES:
+        got = run_expr("sum(loss, 100)", steps, {"loss": loss}, sizes)
+        assert got.tolist()[:4] == [1, 3, 6, 10]
+
+
+def _episodes_reference(steps, values, threshold: float, n: int) -> np.ndarray:
+    """episodes(loss > threshold, n) row by row: true points 3+ steps after the last true one."""
+    out, starts, last_true = [], [], None
+    for q, x in zip(steps, values):
+        if x is not None and x > threshold:            # inf > t is true, nan > t is not
+            if last_true is None or q - last_true >= 3:
+                starts.append(q)
+            last_true = q
+        out.append(float(sum(1 for s in starts if q - n < s <= q)))
+    return np.asarray(out)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_episodes_counts_separate_bursts_of_a_condition_for_every_batch_cut(sparse):
+    steps, values = make_series(seed=23, sparse=sparse)
+    expected = _episodes_reference(steps, values, 4.0, 30)
+    assert expected.max() >= 3                          # the series really has several bursts
+    for sizes in SIZES:
+        got = run_expr("episodes(loss > 4, 30)", steps, {"loss": values}, sizes)
+        np.testing.assert_array_equal(got, expected, err_msg=f"batch sizes {sizes}")
+
+
+def test_adjacent_true_points_are_one_episode_and_old_episodes_leave_the_window():
+    steps = list(range(1, 41))
+    flags = [0.0] * 40
+    for s in (5, 6, 7, 12, 14, 20):                     # 5-7 one burst; 12 and 14 (gap 2) one
+        flags[s - 1] = 1.0
+    for sizes in ([100], [1], [3, 4]):
+        got = run_expr("episodes(loss, 10)", steps, {"loss": flags}, sizes)
+        assert got[4:8].tolist() == [1, 1, 1, 1]        # steps 5-8: the burst counted once
+        assert got[11] == 2 and got[13] == 2            # steps 12, 14: bursts from 5 and 12
+        assert got[14] == 1                             # step 15: the burst at 5 has left (5, 15]
+        assert got[19] == 2                             # step 20: bursts from 12 and 20
+        assert got[39] == 0                             # step 40: none in (30, 40]

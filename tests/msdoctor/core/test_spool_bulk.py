@@ -1,0 +1,185 @@
+"""The spool's bulk decoder gives exactly what the line-by-line decoder gives, only faster."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import msdoctor.core.spool as spool
+from msdoctor.wire import encode, make
+from msdoctor.core.spool import SpoolTailer
+
+
+def read_all(run_dir: Path, bulk: bool, monkeypatch) -> tuple:
+    """Every chunk of the spool, read with or without the bulk decoder, and the tailer."""
+    with monkeypatch.context() as m:
+        if not bulk:
+            m.setattr(SpoolTailer, "_decode_bulk", lambda self, *args: None)
+        tailer = SpoolTailer(run_dir)
+        chunks = []
+        while True:
+            new = tailer.poll(max_bytes=1 << 30)
+            if not new:
+                return chunks, tailer
+            chunks.extend(new)
+
+
+def same_value(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return type(a) is type(b) and a == b
+
+
+def assert_same_events(got: list, expected: list) -> None:
+    assert len(got) == len(expected)
+    for a, e in zip(got, expected):
+        assert list(a) == list(e)
+        assert all(same_value(a[k], e[k]) for k in e), (a, e)
+
+
+def assert_same_chunks(got: list, expected: list) -> None:
+    assert len(got) == len(expected)
+    for a, e in zip(got, expected):
+        assert (a.path, a.rank, a.run) == (e.path, e.rank, e.run)
+        assert [str(x) for x in a.errors] == [str(x) for x in e.errors]
+        assert_same_events(a.events, e.events)
+        assert_same_events(a.others, e.others)
+        assert (a.steps is None) == (e.steps is None)
+        if e.steps is None:
+            continue
+        assert a.steps.run == e.steps.run and a.steps.rank == e.steps.rank
+        assert a.steps.steps.dtype == np.int64 and a.steps.steps.tolist() == e.steps.steps.tolist()
+        np.testing.assert_array_equal(a.steps.t, e.steps.t)
+        assert sorted(a.steps.columns) == sorted(e.steps.columns)
+        assert sorted(a.steps.masks) == sorted(e.steps.masks)
+        for name, column in e.steps.columns.items():
+            np.testing.assert_array_equal(a.steps.columns[name], column, err_msg=name)
+        for name, mask in e.steps.masks.items():
+            np.testing.assert_array_equal(a.steps.masks[name], mask, err_msg=name)
+
+
+def step(rank: int, n: int, /, **extra) -> dict:
+    event = {"v": 1, "type": "step", "rank": rank, "run": "r", "t": 1000.0 + n, "step": n,
+             "loss": 2.0 + 1.0 / n, "grad_norm": 1.5, "overflow": False, "tokens": 4096,
+             "step_time_s": 0.5, "micro_steps": 1.0}
+    event.update(extra)
+    return event
+
+
+# One "twist" per line, from harmless (other shapes, ints for numbers) to wrong (every kind
+# of type error the schema knows) and to the cases the bulk decoder hands back.
+TWISTS = [
+    {}, {}, {}, {}, {"update_ratio": 1e-3}, {"tokens": 4096.0}, {"loss": 3}, {"t": 5},
+    {"loss": "nan"}, {"grad_norm": "inf"}, {"loss": "-Infinity"}, {"loss": "1.5"},
+    {"loss": True}, {"loss": None}, {"loss": [1.0]}, {"loss": {}}, {"step": 7.0}, {"step": 7.5},
+    {"step": True}, {"step": "7"}, {"v": True}, {"v": 2}, {"rank": True}, {"rank": 1.0},
+    {"rank": 9}, {"overflow": 1}, {"overflow": 0.0}, {"type": "nope"}, {"run": 3},
+    {"t": False}, {"tokens": 1}, {"tokens": 0}, {"micro_steps": True}, {"extra": [1, {}]},
+    {"data_wait_s": 0.0}, {"step_time_s": 1}, {"step": 2**62}, {"loss": 2**63},
+]
+OTHER_LINES = [
+    encode(make("heartbeat", 0, t=5.0, step=3, dropped=0)),
+    encode(make("run_start", 0, run="r", world_size=1, t=1.0)),
+    encode(make("run_start", 0, run="other", world_size=1, t=1.0)),
+    encode(make("checkpoint", 0, step=4, path="/x")),
+    b'{"v":1,"type":"heartbeat","rank":0,"dropped":1.5}\n',
+    b"not json\n", b"\n", b"[1, 2]\n", b"\xff\xfe\n",
+]
+
+
+@st.composite
+def spools(draw) -> list:
+    lines = []
+    for n in range(1, draw(st.integers(1, 60)) + 1):
+        if draw(st.integers(0, 9)) == 0:
+            lines.append(draw(st.sampled_from(OTHER_LINES)))
+            continue
+        twist = draw(st.sampled_from(TWISTS)) if draw(st.booleans()) else {}
+        event = step(0, n, **twist)
+        if draw(st.booleans()):
+            event.pop(draw(st.sampled_from(["loss", "t", "run", "overflow", "step", "grad_norm"])))
+        lines.append(orjson.dumps(event) + b"\n")
+    return lines
+
+
+@settings(max_examples=250, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spools(), st.sampled_from([3, 64, 2048]))
+def test_bulk_and_line_by_line_decoding_give_the_same_chunks_errors_and_positions(
+        tmp_path_factory, monkeypatch, lines, block):
+    run_dir = tmp_path_factory.mktemp("run")
+    (run_dir / "events").mkdir()
+    (run_dir / "events" / "rank-0.jsonl").write_bytes(b"".join(lines))
+    monkeypatch.setattr(spool, "BULK_LINES", block)      # also exercise several blocks per read
+    got, bulk = read_all(run_dir, True, monkeypatch)
+    expected, exact = read_all(run_dir, False, monkeypatch)
+    assert_same_chunks(got, expected)
+    assert bulk.state_dict() == exact.state_dict()
+
+
+def test_a_clean_spool_is_decoded_in_bulk_without_per_event_checks(tmp_path, monkeypatch):
+    lines = [orjson.dumps(step(2, n, **({"update_ratio": 1e-3} if n % 10 == 0 else {}))) + b"\n"
+             for n in range(1, 5001)]
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events" / "rank-2.jsonl").write_bytes(b"".join(lines))
+    checked = []
+    monkeypatch.setattr(spool, "check_event", lambda event: checked.append(event) or event)
+    [chunk] = SpoolTailer(tmp_path).poll(max_bytes=1 << 30)
+    assert checked == [] and not chunk.errors
+    assert chunk.steps.steps.tolist() == list(range(1, 5001))
+    steps, ratio = chunk.steps.series("update_ratio")
+    assert steps.tolist() == list(range(10, 5001, 10)) and ratio.tolist() == [1e-3] * 500
+    assert "loss" not in chunk.steps.masks and chunk.steps.columns["overflow"].sum() == 0
+
+
+@pytest.mark.parametrize("twist, message", [
+    ({"loss": True},
+     "field 'loss': expected a number or one of \"nan\", \"inf\", \"-inf\", got True"),
+    ({"v": True}, "field 'v': expected an integer, got True"),
+    ({"rank": 1}, "field 'rank': 1 in the file of rank 0; expected 0"),
+    ({"overflow": 1}, "field 'overflow': expected true or false, got 1"),
+])
+def test_one_bad_event_among_thousands_is_reported_as_the_line_by_line_decoder_does(
+        tmp_path, twist, message):
+    lines = [orjson.dumps(step(0, n, **(twist if n == 1234 else {}))) + b"\n"
+             for n in range(1, 3001)]
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events" / "rank-0.jsonl").write_bytes(b"".join(lines))
+    [chunk] = SpoolTailer(tmp_path).poll(max_bytes=1 << 30)
+    assert [(e.line_no, e.message) for e in chunk.errors] == [(1234, message)]
+    assert 1234 not in chunk.steps.steps.tolist() and len(chunk.steps) == 2999
+
+
+def test_a_nan_string_in_a_block_is_normalised_like_the_schema_does(tmp_path):
+    lines = [orjson.dumps(step(0, n, **({"loss": "nan"} if n == 7 else {}))) + b"\n"
+             for n in range(1, 101)]
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events" / "rank-0.jsonl").write_bytes(b"".join(lines))
+    [chunk] = SpoolTailer(tmp_path).poll()
+    assert not chunk.errors and math.isnan(chunk.events[6]["loss"])
+    assert math.isnan(chunk.steps.columns["loss"][6]) and "loss" not in chunk.steps.masks
+
+
+def test_only_the_lines_with_nan_strings_leave_the_bulk_path(tmp_path, monkeypatch):
+    def twist(n: int) -> dict:
+        return {"grad_norm": "inf"} if n % 997 == 0 else {"loss": "nan"} if n % 1999 == 0 else {}
+
+    lines = [orjson.dumps(step(0, n, **twist(n))) + b"\n" for n in range(1, 6001)]
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events" / "rank-0.jsonl").write_bytes(b"".join(lines))
+    checked = []
+    real = spool.check_event
+    monkeypatch.setattr(spool, "check_event", lambda event: checked.append(event) or real(event))
+    [chunk] = SpoolTailer(tmp_path).poll(max_bytes=1 << 30)
+    assert sorted(e["step"] for e in checked) == sorted(
+        n for n in range(1, 6001) if twist(n))
+    assert not chunk.errors and chunk.steps.steps.tolist() == list(range(1, 6001))
+    grad = chunk.steps.columns["grad_norm"]
+    inf_rows = [n - 1 for n in range(1, 6001) if n % 997 == 0]
+    assert np.isinf(grad[inf_rows]).all() and np.isfinite(np.delete(grad, inf_rows)).all()
+    assert np.isnan(chunk.steps.columns["loss"][1998])
