@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Dict, List, Optional
+from typing import IO, Any, Dict, List, Optional
+
+from msdoctor.cli.status import fmt_num, fmt_rate
+from msdoctor.core.alerts.feed import AlertFeed
+from msdoctor.core.pipeline import Pipeline
+from msdoctor.wire.layout import alerts_file
 
 HELP = "Train a small real model with the hooks on and a fault injected; print the alerts and fixes."
 
@@ -57,29 +61,13 @@ def _trainer_command(run_dir: Path, steps: int, inject: str) -> List[str]:
 
 
 class AlertPrinter:
-    """Prints new lines of ``alerts.jsonl`` as they appear: firing alerts with cause and fix."""
+    """Listens to the sidecar's alert journal: prints firing alerts with cause and fix."""
 
-    def __init__(self, path: Path, out: IO[str]) -> None:
-        self.path, self.out, self.offset = path, out, 0
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
         self.fired: Dict[str, dict] = {}
 
-    def poll(self) -> None:
-        try:
-            with open(self.path, "rb") as handle:
-                handle.seek(self.offset)
-                data = handle.read()
-        except FileNotFoundError:
-            return
-        end = data.rfind(b"\n") + 1
-        self.offset += end
-        for line in data[:end].splitlines():
-            try:
-                alert = json.loads(line)
-            except ValueError:
-                continue
-            self._show(alert)
-
-    def _show(self, alert: dict) -> None:
+    def on_alert(self, alert: Dict[str, Any]) -> None:
         state, name = alert.get("state"), alert.get("alert", "?")
         where = f"rank {alert.get('rank')} step {alert.get('step')}"
         if state == "firing":
@@ -92,23 +80,15 @@ class AlertPrinter:
         self.out.flush()
 
 
-def _progress(run_dir: Path) -> Optional[str]:
-    """One line about the newest step of rank 0's spool (a cheap read of the file's tail)."""
-    path = run_dir / "events" / "rank-0.jsonl"
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(max(0, path.stat().st_size - 8192))
-            lines = handle.read().splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if event.get("type") == "step":
-            tps = event.get("tokens", 0) / event["step_time_s"] if event.get("step_time_s") else 0
-            return f"  step {event['step']:>5}  loss {event.get('loss')!s:>8.8}  {tps:,.0f} tokens/s"
+def _progress(pipeline: Pipeline) -> Optional[str]:
+    """One line about rank 0's newest step, as the pipeline has read it so far."""
+    pipeline.poll_once()
+    store = pipeline.store
+    for _run, rank, state in (store.ranks() if store is not None else []):
+        if rank == 0 and state.last_step is not None:
+            latest = state.latest.get
+            return (f"  step {state.last_step:>5}  loss {fmt_num(latest('loss')):>8}  "
+                    f"{fmt_rate(latest('tokens_per_s'))} tokens/s")
     return None
 
 
@@ -127,23 +107,25 @@ def run(args: argparse.Namespace) -> int:
               f"  attach:     msdoctor tui http://{listen}   (or: msdoctor tui --run-dir {run_dir})\n"
               f"  injecting:  {args.inject or 'nothing'}\n\n")
     out.flush()
-    printer = AlertPrinter(run_dir / "alerts.jsonl", out)
+    printer = AlertPrinter(out)
+    feed = AlertFeed(alerts_file(run_dir), listeners=[printer])
+    spool = Pipeline(run_dir, persist=False)
     train_log = open(run_dir / "train.log", "w")
     trainer = subprocess.Popen(_trainer_command(run_dir, args.steps, args.inject),
                                stdout=train_log, stderr=subprocess.STDOUT)
     last_progress = 0.0
     try:
         while trainer.poll() is None:
-            printer.poll()
+            feed.poll()
             if time.monotonic() - last_progress > 5:
-                line = _progress(run_dir)
+                line = _progress(spool)
                 if line:
                     out.write(line + "\n")
                     out.flush()
                 last_progress = time.monotonic()
             time.sleep(0.3)
         time.sleep(2.0)   # let the sidecar read the last lines
-        printer.poll()
+        feed.poll()
     except KeyboardInterrupt:
         trainer.send_signal(signal.SIGINT)
         trainer.wait(timeout=30)
@@ -155,14 +137,13 @@ def run(args: argparse.Namespace) -> int:
             sidecar.kill()
         sidecar_log.close()
         train_log.close()
-    return _summary(out, run_dir, trainer.returncode, printer, listen)
+    return _summary(out, run_dir, trainer.returncode, printer, _progress(spool))
 
 
 def _summary(out: IO[str], run_dir: Path, code: Optional[int], printer: AlertPrinter,
-             listen: str) -> int:
+             last: Optional[str]) -> int:
     out.write("\n" + "-" * 72 + "\n")
     out.write(f"training exited with status {code} (log: {run_dir / 'train.log'})\n")
-    last = _progress(run_dir)
     if last:
         out.write(f"last step:{last}\n")
     if printer.fired:

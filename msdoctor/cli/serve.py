@@ -22,7 +22,7 @@ import numpy as np
 
 from msdoctor.cli.status import (EXPECTED_RUN_DIR, fmt_num, fmt_rate, fmt_seconds,
                                       run_dir_error)
-from msdoctor.core.pipeline import Sidecar, stop_on_signals
+from msdoctor.core.pipeline import Pipeline, stop_on_signals
 from msdoctor.core.spool import Chunk
 from msdoctor.core.state import Store, count_repeats
 from msdoctor.wire.layout import DEFAULT_LISTEN
@@ -234,16 +234,17 @@ class RuleReloader:
         return True
 
 
-def build_consumers(args: argparse.Namespace) -> List[Any]:
-    """The consumers serve runs (the rule engine and the exporter join here)."""
-    consumers: List[Any] = [LogReporter(progress_every=args.progress_every)]
-    ruleset = getattr(args, "ruleset", None)
-    if ruleset is not None:
-        from msdoctor.core.engine.consumer import EngineConsumer
-        from msdoctor.core.engine.loader import default_rules_dir
-        engine = EngineConsumer(ruleset, args.run_dir)
-        consumers += [engine, RuleReloader(engine, args.rules or default_rules_dir())]
-    return consumers
+def build_pipeline(args: argparse.Namespace, listeners: Any = ()) -> Pipeline:
+    """The pipeline ``msdoctor serve`` runs: the rules with their journal, the progress log,
+    the rule reloader (SIGHUP), and ``listeners`` (the deliverers) of every transition."""
+    from msdoctor.core.engine.loader import default_rules_dir
+
+    pipeline = Pipeline(args.run_dir, rules=args.ruleset, journal=True, listeners=listeners,
+                        consumers=[LogReporter(progress_every=args.progress_every)],
+                        state_dir=args.state_dir, poll_interval=args.poll,
+                        snapshot_interval=args.snapshot_every)
+    pipeline.add_consumer(RuleReloader(pipeline.engine, args.rules or default_rules_dir()))
+    return pipeline
 
 
 def load_ruleset(args: argparse.Namespace) -> Any:
@@ -284,11 +285,9 @@ def run(args: argparse.Namespace) -> int:
     from msdoctor.http.wiring import Endpoint
     from msdoctor.http.server import ListenError
     frontends = Endpoint.from_args(args)
-    sidecar = Sidecar(args.run_dir, state_dir=args.state_dir, poll_interval=args.poll,
-                      consumers=build_consumers(args) + frontends.consumers(),
-                      snapshot_interval=args.snapshot_every)
+    sidecar = build_pipeline(args, frontends.deliverers)
     try:
-        frontends.start(sidecar.store, lock=sidecar.lock)
+        frontends.start(sidecar.store, sidecar.alerts, lock=sidecar.lock)
     except ListenError as exc:
         print(f"msdoctor serve: {exc}", file=sys.stderr)
         return 2

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
-from msdoctor.core.spool import SpoolError, SpoolTailer
+from msdoctor.core.pipeline import Pipeline
+from msdoctor.core.spool import SpoolError
 from msdoctor.core.state import RankState, Store
 
 HELP = "Print each rank's latest step, loss, throughput, memory and errors from a run's spool."
@@ -131,15 +132,11 @@ def render(store: Store, errors: List[SpoolError], now: float) -> str:
 
 
 def read_spool(run_dir: Path) -> tuple:
-    """Read the whole spool once: ``(store, errors)``."""
-    tailer, store, errors = SpoolTailer(run_dir), Store(), []
-    while True:
-        chunks = tailer.poll()
-        if not chunks:
-            return store, errors
-        for chunk in chunks:
-            store.apply(chunk)
-            errors.extend(chunk.errors)
+    """Read the whole spool once through the pipeline (no rules): ``(store, errors)``."""
+    errors: List[SpoolError] = []
+    pipeline = Pipeline(run_dir, persist=False)
+    pipeline.drain(lambda chunk: errors.extend(chunk.errors))
+    return pipeline.store, errors
 
 
 def run(args: argparse.Namespace) -> int:

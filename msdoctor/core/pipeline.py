@@ -1,34 +1,58 @@
-"""The sidecar loop: tail the spool, update the state, feed the consumers, snapshot.
+"""The one pipeline: ingest -> store -> rule engine -> alert journal -> the active-alert set.
 
-Consumers (the rule engine, the exporter, the log reporter) are plain objects
-with any of these optional methods::
+``serve``, ``status``, ``tui --run-dir``, ``replay`` and ``report`` all assemble this class;
+they differ only in what they switch on and in the clock policy (:mod:`msdoctor.core.clock`):
+
+=================  ==========  =====  =======  =========  ==================
+caller             clock       store  journal  snapshot   input
+=================  ==========  =====  =======  =========  ==================
+serve              WallClock   yes    yes      yes        the spool, live
+tui --run-dir      WallClock   yes    no       no         the spool, live
+status             WallClock   yes    no rules no         the spool, once
+replay RUN_DIR     WallClock   no     no       no         the spool, once
+replay/report LOG  RecordClock no     no       no         a recording
+=================  ==========  =====  =======  =========  ==================
+
+So the same run directory gets the same alerts whichever way it is read. Other consumers
+(the progress log, the rule reloader, a journal feed) are plain objects with any of::
 
     on_chunk(chunk, store)      # after each Chunk was applied to the store
-    on_tick(now, store)         # once per poll, for clock-driven rules
+    on_tick(now, store)         # once per poll
     state_dict() -> dict        # JSON values and numpy arrays; saved in the snapshot
     load_state_dict(d)          # restored from the snapshot on start
 
-A consumer that raises is logged (once per consumer, method and exception
-type) and never stops the sidecar.
+A consumer that raises is logged (once per consumer, method and exception type) and never
+stops the pipeline.
 """
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
+
+import numpy as np
 
 from msdoctor.core import snapshot
-from msdoctor.core.spool import DEFAULT_POLL_BYTES, Chunk, SpoolTailer
+from msdoctor.core.alerts.active import ActiveAlerts, AlertListener
+from msdoctor.core.alerts.feed import JournalReader
+from msdoctor.core.batch import StepBatch
+from msdoctor.core.clock import RankTimes, RecordClock, WallClock, split_at_gaps
+from msdoctor.core.spool import DEFAULT_POLL_BYTES, Chunk, SpoolTailer, drain
 from msdoctor.core.state import DEFAULT_CAPACITY, Store
+from msdoctor.wire.layout import alerts_file
 
 log = logging.getLogger("msdoctor.sidecar")
 #: Periodic snapshots wait at least this many times as long as the last one took (<= ~10 %
-#: of the sidecar's time goes to snapshots, however big the state).
+#: of the pipeline's time goes to snapshots, however big the state).
 SNAPSHOT_BUDGET = 10.0
+Clock = Union[WallClock, RecordClock]
+#: (run, rank, non-step events, step batch or None): one unit of a recording.
+Item = Tuple[str, int, List[Dict[str, Any]], Optional[StepBatch]]
 
 
 def consumer_name(consumer: Any, taken: Set[str]) -> str:
@@ -41,44 +65,77 @@ def consumer_name(consumer: Any, taken: Set[str]) -> str:
     return name
 
 
-class Sidecar:
-    """Tail ``<run_dir>/events``, keep a :class:`Store`, drive consumers, snapshot.
+class Pipeline:
+    """Read a run directory's spool (or items of a recording) through the store, the rule
+    engine and the active-alert set.
 
-    On construction the snapshot in ``state_dir`` (default ``<run_dir>/.msdoctor``)
-    is loaded when it matches the spool; otherwise ingest starts from the
-    beginning of every file. ``persist=False`` neither reads nor writes one.
+    ``rules`` (a RuleSet) switches the engine on; ``journal`` appends its transitions to
+    ``<run_dir>/alerts.jsonl``, logs them and writes stop requests (``serve``), and loads
+    the journal into the active set first. ``persist`` loads and saves the snapshot in
+    ``state_dir`` (default ``<run_dir>/.msdoctor``). ``listeners`` hear every new
+    transition (deliverers).
     """
 
-    def __init__(self, run_dir: os.PathLike | str, state_dir: Optional[os.PathLike | str] = None,
-                 poll_interval: float = 0.5, consumers: Sequence[Any] = (),
+    def __init__(self, run_dir: Optional[os.PathLike | str] = None, *, rules: Any = None,
+                 clock: Optional[Clock | Callable[[], float]] = None, store: bool = True, journal: bool = False,
+                 listeners: Iterable[AlertListener] = (), consumers: Sequence[Any] = (),
+                 keep_transitions: bool = False, persist: bool = True,
+                 state_dir: Optional[os.PathLike | str] = None, poll_interval: float = 0.5,
                  snapshot_interval: float = 5.0, capacity: int = DEFAULT_CAPACITY,
-                 poll_bytes: int = DEFAULT_POLL_BYTES, persist: bool = True,
-                 clock: Callable[[], float] = time.time) -> None:
-        self.run_dir = Path(run_dir)
-        self.state_dir = Path(state_dir) if state_dir else snapshot.default_state_dir(run_dir)
+                 poll_bytes: int = DEFAULT_POLL_BYTES) -> None:
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        if clock is None or callable(clock) and not isinstance(clock, (WallClock, RecordClock)):
+            clock = WallClock(clock or time.time)     # a bare callable is a wall clock
+        self.clock: Clock = clock
+        self.persist = persist and self.run_dir is not None
+        self.state_dir = Path(state_dir) if state_dir else (
+            snapshot.default_state_dir(self.run_dir) if self.run_dir is not None else None)
         self.poll_interval = float(poll_interval)
         self.snapshot_interval = float(snapshot_interval)
         self.poll_bytes = int(poll_bytes)
-        self.persist = persist
-        self.clock = clock
+        #: Held while the store, the engine and the consumers change; other threads (HTTP)
+        #: take it for a consistent read.
+        self.lock = threading.RLock()
+        self.store: Optional[Store] = Store(capacity, clock=self.clock.now) if store else None
+        self.alerts = ActiveAlerts(listeners, clock=self.clock.now)
+        self.transitions: Optional[List[Any]] = [] if keep_transitions else None
+        self.engine: Any = self._engine(rules, journal) if rules is not None else None
         self.consumers: List[Any] = list(consumers)
-        taken: Set[str] = set()
+        taken: Set[str] = {"engine"} if self.engine is not None else set()
         self._names = [consumer_name(c, taken) for c in self.consumers]
         self._reported: Set[Tuple[str, str, str]] = set()
         self.consumer_errors = 0
-        #: Held while the store and the consumers change (per chunk, per tick); other
-        #: threads (HTTP exporter, API) take it for a consistent read.
-        self.lock = threading.RLock()
-        self.store = Store(capacity, clock=clock)
-        self.tailer = SpoolTailer(self.run_dir)
+        self.times = RankTimes()
+        self.last_record_t = -math.inf
+        self.tailer = SpoolTailer(self.run_dir) if self.run_dir is not None else None
         self.restored: Optional[snapshot.Snapshot] = None
         self.last_snapshot: Optional[float] = None
         self.snapshot_seconds = 0.0     # how long the last snapshot took to write
-        if persist:
+        if self.persist:
             self._restore(capacity)
 
+    def _engine(self, rules: Any, journal: bool) -> Any:
+        sinks: List[Any] = [self.alerts]
+        if self.transitions is not None:
+            sinks.append(self.transitions.append)
+        if journal:
+            from msdoctor.core.engine.consumer import EngineConsumer
+
+            assert self.run_dir is not None, "a journal needs a run directory"
+            reader = JournalReader(alerts_file(self.run_dir), self.clock.now)
+            self.alerts.load(reader.read_all())     # the active set as it was
+            return EngineConsumer(rules, self.run_dir, extra_sinks=sinks, clock=self.clock.now)
+        from msdoctor.core.engine.evaluator import Engine
+
+        return Engine(rules, sinks, clock=self.clock.now)
+
     # -- snapshot ---------------------------------------------------------
+    def _stateful(self) -> List[Tuple[str, Any]]:
+        engine = [("engine", self.engine)] if self.engine is not None else []
+        return engine + list(zip(self._names, self.consumers))
+
     def _restore(self, capacity: int) -> None:
+        assert self.state_dir is not None and self.run_dir is not None and self.tailer is not None
         try:
             snap = snapshot.load(self.state_dir, self.run_dir, capacity)
         except snapshot.SnapshotError as exc:
@@ -93,10 +150,11 @@ class Sidecar:
                         "the start of the spool", self.state_dir, exc)
             self.tailer = SpoolTailer(self.run_dir)
             return
-        snap.store.clock = self.clock
-        self.store = snap.store
+        snap.store.clock = self.clock.now
+        if self.store is not None:
+            self.store = snap.store
         self.restored = snap
-        for name, consumer in zip(self._names, self.consumers):
+        for name, consumer in self._stateful():
             if name in snap.consumers and hasattr(consumer, "load_state_dict"):
                 self._call(name, consumer, "load_state_dict", snap.consumers[name])
         log.info("resumed from %s (%d spool files)", self.state_dir / snapshot.FILENAME,
@@ -104,59 +162,159 @@ class Sidecar:
 
     def save_snapshot(self) -> Optional[Path]:
         """Write offsets + state + consumer states now; None when it could not be written."""
+        if self.state_dir is None or self.run_dir is None or self.tailer is None:
+            return None
         started = time.perf_counter()
         states: Dict[str, Any] = {}
-        for name, consumer in zip(self._names, self.consumers):
+        for name, consumer in self._stateful():
             if hasattr(consumer, "state_dict"):
                 state = self._call(name, consumer, "state_dict")
                 if state is not None:
                     states[name] = state
         try:
             path = snapshot.save(self.state_dir, self.run_dir, self.tailer.state_dict(),
-                                 self.store, states)
+                                 self.store if self.store is not None else Store(), states)
         except (OSError, TypeError, ValueError) as exc:
             self._report_once("snapshot", "save", type(exc).__name__,
                               "cannot write the snapshot in %s: %s", self.state_dir, exc)
             return None
-        self.last_snapshot = self.clock()
+        self.last_snapshot = self.clock.now()
         self.snapshot_seconds = time.perf_counter() - started
         return path
 
     def snapshot_due(self) -> bool:
         """Time for a periodic snapshot: ``snapshot_interval`` has passed, and at least
-        ``SNAPSHOT_BUDGET`` times as long as the last one took (a big state would otherwise
-        be saved back to back and starve ingest)."""
+        ``SNAPSHOT_BUDGET`` times as long as the last one took."""
         if self.last_snapshot is None:
             return False
         wait = max(self.snapshot_interval, SNAPSHOT_BUDGET * self.snapshot_seconds)
-        return self.clock() - self.last_snapshot >= wait
+        return self.clock.now() - self.last_snapshot >= wait
 
-    # -- loop -----------------------------------------------------------------
-    def poll_once(self) -> List[Chunk]:
-        """Tail the spool once: apply each Chunk, hand it to consumers, then tick them."""
-        chunks = self.tailer.poll(self.poll_bytes)
-        store = self.store
-        for chunk in chunks:
-            with self.lock:
-                store.apply(chunk)
-                for name, consumer in zip(self._names, self.consumers):
-                    if hasattr(consumer, "on_chunk"):
-                        self._call(name, consumer, "on_chunk", chunk, store)
-        now = self.clock()
+    # -- input --------------------------------------------------------------
+    def apply(self, chunk: Chunk) -> None:
+        """One chunk of one (run, rank) through the store, the engine and the consumers."""
         with self.lock:
+            if self.store is not None:
+                self.store.apply(chunk)
+            if self.engine is not None:
+                self._call("engine", self, "_feed", chunk.run, chunk.rank, chunk.others,
+                           chunk.steps)
+            else:
+                self._note(chunk.others, chunk.steps)
+            for name, consumer in zip(self._names, self.consumers):
+                if hasattr(consumer, "on_chunk"):
+                    self._call(name, consumer, "on_chunk", chunk, self.store)
+
+    def ingest(self, run: str, rank: int, others: List[Dict[str, Any]],
+               steps: Optional[StepBatch], source: str = "") -> None:
+        """One item of a recording (a log read into batches), as if it came from a spool."""
+        self.apply(Chunk(source, rank, run, events=list(others), steps=steps, others=others))
+
+    def _note(self, others: List[Dict[str, Any]], batch: Optional[StepBatch]) -> None:
+        if batch is not None and len(batch):
+            t_max = float(np.nanmax(batch.t)) if not np.isnan(batch.t).all() else -math.inf
+            self.last_record_t = max(self.last_record_t, t_max)
+        for e in others:
+            t = e.get("t")
+            if isinstance(t, (int, float)) and not isinstance(t, bool) and t > self.last_record_t:
+                self.last_record_t = float(t)
+
+    def _feed(self, run: str, rank: int, others: List[Dict[str, Any]],
+              batch: Optional[StepBatch]) -> None:
+        """Evaluate one item; a pause inside the rank's record ticks that rank's clock in
+        between (unless it was ticked past that time already). A ``run_end`` among ``others``
+        goes with the last part (the rank was running during its pauses), the rest with the
+        first."""
+        engine = self.engine
+        self._note(others, batch)
+        before, step_before = self.times.before(run, rank)
+        if batch is None or not len(batch) or not math.isfinite(before) and len(batch) < 2:
+            engine.process(run, rank, others, batch)
+        else:
+            parts = split_at_gaps(batch, before, step_before)
+            ends = [e for e in others if e.get("type") == "run_end"]
+            first = [e for e in others if e.get("type") != "run_end"]
+            for k, (part, ticks) in enumerate(parts):
+                events = first if k == 0 else []
+                if k == len(parts) - 1:
+                    events = events + ends
+                if part is not None or events:
+                    engine.process(run, rank, events, part)
+                for now in ticks.tolist():
+                    if now > self.times.last_tick(run, rank):
+                        engine.tick_rank(run, rank, now)
+                        self.times.tick(run, rank, now)
+        if batch is not None and len(batch):
+            self.times.note(run, rank, batch)
+
+    # -- time ---------------------------------------------------------------
+    def tick(self, now: Optional[float] = None) -> None:
+        """Judge the clock-driven rules as of ``now`` (default: the clock's) for every rank
+        whose backlog is read, then tick the consumers. No-op for the engine under a
+        :class:`RecordClock` (recorded time advances only with the records)."""
+        now = self.clock.now() if now is None else float(now)
+        with self.lock:
+            if self.engine is not None and self.clock.live:
+                self._call("engine", self, "_tick_engine", now)
             for name, consumer in zip(self._names, self.consumers):
                 if hasattr(consumer, "on_tick"):
-                    self._call(name, consumer, "on_tick", now, store)
+                    self._call(name, consumer, "on_tick", now, self.store)
+
+    def _tick_engine(self, now: float) -> None:
+        behind = self.tailer.behind() if self.tailer is not None else set()
+        for run, rc in list(self.engine.runs.items()):
+            for rank in list(rc.ranks):
+                if (run, rank) not in behind:
+                    self.engine.tick_rank(run, rank, now)
+                    self.times.tick(run, rank, now)
+
+    def add_consumer(self, consumer: Any) -> None:
+        """Register one more consumer (before the first poll)."""
+        taken = {*self._names, *(["engine"] if self.engine is not None else [])}
+        self._names.append(consumer_name(consumer, taken))
+        self.consumers.append(consumer)
+
+    def finish(self) -> None:
+        """The input is complete: judge every rank as of the clock's end (now for a spool,
+        the last record for a recording)."""
+        end = self.clock.end(self.last_record_t)
+        if self.engine is not None and math.isfinite(end):
+            with self.lock:
+                self.engine.on_tick(end)
+                for run, rc in self.engine.runs.items():
+                    for rank in rc.ranks:
+                        self.times.tick(run, rank, end)
+
+    # -- the spool ----------------------------------------------------------
+    def poll_once(self) -> List[Chunk]:
+        """Tail the spool once: apply each chunk, then tick."""
+        chunks = self.tailer.poll(self.poll_bytes) if self.tailer is not None else []
+        for chunk in chunks:
+            self.apply(chunk)
+        self.tick()
         return chunks
+
+    def drain(self, observe: Optional[Callable[[Chunk], None]] = None) -> int:
+        """Read the whole spool as it is now (no ticks in between); the chunk count. Call
+        :meth:`finish` after it to judge the clock-driven rules."""
+        count = 0
+        if self.tailer is None:
+            return 0
+        for chunks in drain(self.tailer):
+            for chunk in chunks:
+                self.apply(chunk)
+                if observe is not None:
+                    observe(chunk)
+                count += 1
+        return count
 
     def run_forever(self, stop_event: threading.Event) -> None:
         """Poll until ``stop_event`` is set; snapshot periodically and at the end.
 
-        Polls back to back while there is a backlog, otherwise sleeps
-        ``poll_interval`` between polls.
+        Polls back to back while there is a backlog, otherwise sleeps ``poll_interval``.
         """
         if self.last_snapshot is None:
-            self.last_snapshot = self.clock()
+            self.last_snapshot = self.clock.now()
         try:
             while not stop_event.is_set():
                 chunks = self.poll_once()
@@ -172,7 +330,7 @@ class Sidecar:
     def _call(self, name: str, consumer: Any, method: str, *args: Any) -> Any:
         try:
             return getattr(consumer, method)(*args)
-        except Exception as exc:  # noqa: BLE001 - a consumer must never stop the sidecar
+        except Exception as exc:  # noqa: BLE001 - a consumer must never stop the pipeline
             self.consumer_errors += 1
             self._report_once(name, method, type(exc).__name__,
                               "consumer %s.%s raised %s: %s (further errors of this kind are "

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, Tuple
 
 import numpy as np
 
@@ -72,6 +72,7 @@ class _File:
     run: Optional[str] = None       # run id from the latest run_start seen in this file
     skipping: bool = False          # inside an over-long line: discard up to the next newline
     inode: Optional[int] = None
+    behind: bool = False            # the last read stopped at its budget: more lines wait
 
 
 def _fast_decode_table() -> Dict[str, Tuple[Dict[str, tuple], frozenset]]:
@@ -208,6 +209,11 @@ class SpoolTailer:
                              f"'events/rank-<N>.jsonl' with a non-negative offset and line count")
         return _File(rank=int(match.group(1)), offset=offset, lines=lines)
 
+    def behind(self) -> Set[Tuple[str, int]]:
+        """``(run, rank)`` of the files whose last read stopped at its byte budget: their
+        backlog is not read yet (a trailing partial line does not count)."""
+        return {(f.run or self.default_run, f.rank) for f in self._files.values() if f.behind}
+
     # -- reading -------------------------------------------------------------
     def scan(self) -> List[Tuple[str, os.DirEntry]]:
         """The rank files present now, as ``(relative path, entry)`` sorted by rank."""
@@ -237,6 +243,8 @@ class SpoolTailer:
                 f.inode = st.st_ino
             if st.st_size != f.offset or st.st_ino != f.inode:
                 pending.append((rel, entry.path, f, st))
+            else:
+                f.behind = False
         if not pending:
             return chunks
         share = max(int(max_bytes) // len(pending), MIN_FILE_BYTES, 1)
@@ -276,6 +284,7 @@ class SpoolTailer:
                 with open(path, "rb") as fh:
                     fh.seek(f.offset)
                     data = fh.read(min(available, budget))
+                    f.behind = len(data) < available
                     end = data.rfind(b"\n")
                     # No complete line in the budget: read on, up to one line's bound.
                     while end < 0 and len(data) <= limit and len(data) < available:
@@ -284,6 +293,7 @@ class SpoolTailer:
                             break
                         data += more
                         end = data.rfind(b"\n")
+                    f.behind = len(data) < available
             except OSError as exc:
                 errors.append(SpoolError(path, 0, f"cannot read: {exc.strerror or exc}"))
                 return [Chunk(path, f.rank, f.run or self.default_run, errors=errors)]

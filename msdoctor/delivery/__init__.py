@@ -1,9 +1,7 @@
-"""Alert delivery: the feed of transitions from ``alerts.jsonl`` and its receivers
-(Alertmanager ``/api/v2/alerts``, generic webhooks), sent from background threads."""
+"""Alert delivery: listeners of the active-alert set that send each transition to a receiver
+(Alertmanager ``/api/v2/alerts``, generic webhooks) from background threads."""
 from msdoctor.delivery.alertmanager import AlertmanagerDeliverer
-from msdoctor.delivery.feed import AlertFeed, alert_key
 from msdoctor.delivery.webhook import WebhookDeliverer
 from msdoctor.delivery.worker import Deliverer, DeliveryError
 
-__all__ = ["AlertFeed", "AlertmanagerDeliverer", "Deliverer", "DeliveryError",
-           "WebhookDeliverer", "alert_key"]
+__all__ = ["AlertmanagerDeliverer", "Deliverer", "DeliveryError", "WebhookDeliverer"]

@@ -17,7 +17,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from msdoctor.delivery.feed import alert_key
+from msdoctor.core.alerts.active import alert_key
 from msdoctor.delivery.worker import Deliverer
 
 Key = Tuple[str, str, Optional[int]]

@@ -111,7 +111,7 @@ DELIVERY_DROPPED = MetricSpec(PREFIX + "alert_notifications_dropped", "counter",
                               "Alert notifications dropped (queue full or retries exhausted).",
                               None, ("receiver",))
 
-#: Sidecar metadata.
+#: Pipeline metadata.
 BUILD = MetricSpec(PREFIX + "build", "info", "msdoctor build information.", None,
                    ("version", "python_version"))
 

@@ -1,10 +1,10 @@
-"""Wire the sidecar's front ends together: alert feed, deliverers, ``/metrics`` + ``/api/v1``.
+"""Wire the sidecar's front ends together: deliverers, ``/metrics`` + ``/api/v1``.
 
 ``msdoctor serve`` uses it in three steps::
 
     endpoint = Endpoint.from_args(args)          # flags from add_arguments()
-    sidecar = Sidecar(run_dir, consumers=[..., *endpoint.consumers()])
-    endpoint.start(sidecar.store); ...; endpoint.stop()
+    pipeline = Pipeline(run_dir, rules=..., journal=True, listeners=endpoint.deliverers)
+    endpoint.start(pipeline.store, pipeline.alerts, lock=pipeline.lock); ...; endpoint.stop()
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import os
 from pathlib import Path
 from typing import Any, List, Optional, Sequence
 
-from msdoctor.delivery import AlertFeed, AlertmanagerDeliverer, Deliverer, WebhookDeliverer
+from msdoctor.delivery import AlertmanagerDeliverer, Deliverer, WebhookDeliverer
 
-from msdoctor.wire.layout import ALERTS_FILE, DEFAULT_LISTEN, TOKEN_ENV
+from msdoctor.wire.layout import DEFAULT_LISTEN, TOKEN_ENV
 
 
 def add_arguments(parser: argparse.ArgumentParser, listen: bool = True) -> None:
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser, listen: bool = True) -> None:
 
 
 class Endpoint:
-    """The alert feed, its deliverers and the HTTP server of one sidecar."""
+    """The deliverers and the HTTP server of one sidecar."""
 
     def __init__(self, run_dir: os.PathLike | str, listen: str = DEFAULT_LISTEN,
                  allow_remote: bool = False, api_token: Optional[str] = None,
@@ -45,7 +45,6 @@ class Endpoint:
         self.run_dir = Path(run_dir)
         self.listen, self.allow_remote, self.api_token = listen, allow_remote, api_token
         self.deliverers: List[Deliverer] = list(deliverers)
-        self.feed = AlertFeed(self.run_dir / ALERTS_FILE, listeners=self.deliverers)
         self.server: Any = None
 
     @classmethod
@@ -63,12 +62,9 @@ class Endpoint:
         return cls(args.run_dir, listen=args.listen, allow_remote=args.allow_remote,
                    api_token=token, deliverers=deliverers)
 
-    def consumers(self) -> List[Any]:
-        """Sidecar consumers to register: the alert feed (tails alerts.jsonl on each tick)."""
-        return [self.feed]
-
-    def start(self, store: Any, lock: Any = None) -> Any:
-        """Start the HTTP server and the deliverers over ``store``; return the server.
+    def start(self, store: Any, alerts: Any, lock: Any = None) -> Any:
+        """Start the HTTP server and the deliverers over ``store`` and ``alerts`` (the
+        pipeline's active-alert set); return the server.
 
         ``lock`` is the sidecar's lock: requests read the store under it.
         Raises :class:`msdoctor.http.server.ListenError` when the address is refused.
@@ -77,8 +73,8 @@ class Endpoint:
         from msdoctor.exporter.collector import StoreCollector
         from msdoctor.http.server import SidecarServer
 
-        collector = StoreCollector(store, self.feed, self.deliverers)
-        api = Api(Context(store, self.feed, self.deliverers, run_dir=str(self.run_dir)))
+        collector = StoreCollector(store, alerts, self.deliverers)
+        api = Api(Context(store, alerts, self.deliverers, run_dir=str(self.run_dir)))
         self.server = SidecarServer(collector, api, listen=self.listen,
                                     allow_remote=self.allow_remote, api_token=self.api_token,
                                     lock=lock)

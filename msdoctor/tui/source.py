@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 from msdoctor.tui.model import Snapshot
 from msdoctor.tui.reader import ApiReader, NotFoundError, Request, SourceError
 
-from msdoctor.wire.layout import API_PREFIX, DEFAULT_URL, TOKEN_ENV, alerts_file
+from msdoctor.wire.layout import API_PREFIX, DEFAULT_URL, TOKEN_ENV
 
 try:  # orjson is a core dependency; stay usable without it
     import orjson
@@ -130,19 +130,18 @@ def _error_text(exc: urllib.error.HTTPError) -> str:
 
 
 class EmbeddedSource(Source):
-    """Run the sidecar core over ``run_dir`` in this process (no sidecar needed).
+    """Run the pipeline over ``run_dir`` in this process (no sidecar needed).
 
-    A :class:`~msdoctor.core.pipeline.Sidecar` (``persist=False``: nothing is written
-    into the run directory) tails the spool and feeds the rule engine, whose
-    alerts go to an in-memory book; when the engine cannot be loaded, the
-    alerts another process wrote to ``<run_dir>/alerts.jsonl`` are shown
-    instead. Snapshots come from the same ``/api/v1`` views the sidecar serves.
+    The same :class:`~msdoctor.core.pipeline.Pipeline` as ``msdoctor serve`` (wall clock,
+    the rules, the active-alert set), without its journal and snapshot: nothing is written
+    into the run directory.
     """
 
     def __init__(self, run_dir: os.PathLike | str, rules: Sequence[str] = (),
                  catch_up_s: float = 0.5, clock: Callable[[], float] = time.time) -> None:
         from msdoctor.api import Api, Context
-        from msdoctor.core.pipeline import Sidecar
+        from msdoctor.core.engine import default_rules_dir, load_rules
+        from msdoctor.core.pipeline import Pipeline
 
         self.run_dir = Path(run_dir)
         if not self.run_dir.is_dir():
@@ -150,23 +149,11 @@ class EmbeddedSource(Source):
                              "directory with events/rank-<N>.jsonl (or where they will appear)")
         self.label = str(self.run_dir)
         self.catch_up_s = float(catch_up_s)
-        self.engine, self.feed = self._alerts(rules)
-        consumers = [self.engine] if self.engine is not None else [self.feed]
-        self.sidecar = Sidecar(self.run_dir, persist=False, consumers=consumers, clock=clock)
+        ruleset = load_rules(list(rules) or [str(default_rules_dir())])   # RuleSetError if bad
+        self.sidecar = Pipeline(self.run_dir, rules=ruleset, persist=False, clock=clock)
+        self.engine, self.feed = self.sidecar.engine, self.sidecar.alerts
         self.api = Api(Context(self.sidecar.store, self.feed, run_dir=str(self.run_dir)))
         self.reader = ApiReader(self.get, self.label, empty_hint=hooks_hint(str(self.run_dir)))
-
-    def _alerts(self, rules: Sequence[str]) -> tuple:
-        try:
-            from msdoctor.core.engine import Engine, default_rules_dir, load_rules
-        except ImportError:
-            from msdoctor.delivery.feed import AlertFeed
-            return None, AlertFeed(alerts_file(self.run_dir))
-        from msdoctor.tui.alertbook import AlertBook
-
-        book = AlertBook()
-        ruleset = load_rules(list(rules) or [str(default_rules_dir())])  # RuleSetError if bad
-        return Engine(ruleset, sinks=[book]), book
 
     def get(self, path: str, params: Mapping[str, Any]) -> Dict[str, Any]:
         query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})

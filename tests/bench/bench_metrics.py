@@ -21,7 +21,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 
-from msdoctor.core.pipeline import Sidecar  # noqa: E402
+from msdoctor.core.pipeline import Pipeline  # noqa: E402
 from msdoctor.exporter.collector import StoreCollector  # noqa: E402
 from msdoctor.exporter.exposition import LabelCache, render  # noqa: E402
 from spool_factory import write_run  # noqa: E402
@@ -60,7 +60,7 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         write_run(Path(tmp), run="bench", ranks=range(args.ranks), steps=args.steps)
-        sidecar = Sidecar(tmp, persist=False)
+        sidecar = Pipeline(tmp, persist=False)
         while sidecar.poll_once():
             pass
     collector = StoreCollector(sidecar.store, _Alerts(args.ranks),

@@ -59,14 +59,14 @@ def peak_mb() -> float:
 def serve_sidecar(run_dir: Path):
     """A Sidecar wired like ``msdoctor serve`` (without the HTTP thread)."""
     from msdoctor.cli.serve import build_consumers
-    from msdoctor.core.pipeline import Sidecar
+    from msdoctor.core.pipeline import Pipeline
     from msdoctor.core.engine.loader import default_rules_dir, load_rules
     from msdoctor.http.wiring import Endpoint
 
     args = argparse.Namespace(run_dir=run_dir, rules=None, progress_every=30.0,
                               ruleset=load_rules([default_rules_dir()]))
     endpoint = Endpoint(run_dir)
-    sidecar = Sidecar(run_dir, consumers=build_consumers(args) + endpoint.consumers(),
+    sidecar = Pipeline(run_dir, consumers=build_consumers(args) + endpoint.consumers(),
                       snapshot_interval=5.0)
     return sidecar, endpoint
 

@@ -30,7 +30,7 @@ from typing import Callable, List, Tuple
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from msdoctor.core.pipeline import Sidecar  # noqa: E402
+from msdoctor.core.pipeline import Pipeline  # noqa: E402
 from msdoctor.core.engine import default_rules_dir, load_rules  # noqa: E402
 from msdoctor.core.engine.consumer import EngineConsumer  # noqa: E402
 from msdoctor.http.wiring import Endpoint  # noqa: E402
@@ -109,7 +109,7 @@ def main() -> int:
         port = free_port()
         endpoint = Endpoint(run_dir, listen=f"127.0.0.1:{port}")
         engine = EngineConsumer(load_rules([default_rules_dir()]), run_dir, log_transitions=False)
-        sidecar = Sidecar(run_dir, persist=False, consumers=[engine] + endpoint.consumers(),
+        sidecar = Pipeline(run_dir, persist=False, consumers=[engine] + endpoint.consumers(),
                           poll_interval=0.05)
         started = time.perf_counter()
         while sidecar.poll_once():

@@ -9,7 +9,7 @@ import http.client
 import pytest
 
 from msdoctor.api import Api, Context
-from msdoctor.core.pipeline import Sidecar
+from msdoctor.core.pipeline import Pipeline
 from msdoctor.exporter.collector import StoreCollector
 from msdoctor.http.server import SidecarServer
 from tests.spool_factory import write_run
@@ -43,7 +43,7 @@ def server(tmp_path_factory):
     write_run(run_dir, ranks=(0, 1), steps=12)
     (run_dir / "alerts.jsonl").write_text('{"alert": "X", "state": "firing", "rank": 0, '
                                           '"note": "' + SECRET + '-alerts"}\n')
-    sidecar = Sidecar(run_dir, persist=False)
+    sidecar = Pipeline(run_dir, persist=False)
     sidecar.poll_once()
     srv = SidecarServer(StoreCollector(sidecar.store),
                         Api(Context(sidecar.store, run_dir=str(run_dir))),

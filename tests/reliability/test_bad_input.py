@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from msdoctor.cli.serve import LogReporter
-from msdoctor.core.pipeline import Sidecar
+from msdoctor.core.pipeline import Pipeline
 from msdoctor.wire import encode, make
 from msdoctor.core.spool import MAX_LINE_BYTES
 
@@ -48,7 +48,7 @@ def test_bad_input_is_counted_and_reported_with_its_position_and_ingest_goes_on(
     path = tmp_path / "events" / "rank-0.jsonl"
     path.parent.mkdir()
     path.write_bytes(START + step(1) + step(2) + bad + step(10) + step(11))
-    sidecar = Sidecar(tmp_path, persist=False, consumers=[LogReporter()])
+    sidecar = Pipeline(tmp_path, persist=False, consumers=[LogReporter()])
     with caplog.at_level(logging.WARNING, logger="msdoctor.serve"):
         while sidecar.poll_once():
             pass
@@ -66,7 +66,7 @@ def test_many_bad_lines_are_all_counted_while_the_log_stays_bounded(tmp_path, ca
     path = tmp_path / "events" / "rank-0.jsonl"
     path.parent.mkdir()
     path.write_bytes(START + step(1) + b"garbage\n" * 10_000 + step(2))
-    sidecar = Sidecar(tmp_path, persist=False, consumers=[LogReporter(burst=5)])
+    sidecar = Pipeline(tmp_path, persist=False, consumers=[LogReporter(burst=5)])
     with caplog.at_level(logging.WARNING, logger="msdoctor.serve"):
         while sidecar.poll_once():
             pass

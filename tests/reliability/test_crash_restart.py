@@ -14,8 +14,8 @@ import pytest
 from msdoctor.core.alerts import read_alerts
 from msdoctor.core.alerts.journal import AlertJournal, transition_key
 from msdoctor.core.alerts.model import Alert
-from msdoctor.core.pipeline import Sidecar
-from msdoctor.delivery.feed import AlertFeed
+from msdoctor.core.pipeline import Pipeline
+from msdoctor.core.alerts.feed import AlertFeed
 from msdoctor.core.engine.consumer import EngineConsumer
 from msdoctor.core.engine.evaluator import Engine
 from msdoctor.core.engine.loader import default_rules_dir, load_rules
@@ -42,7 +42,7 @@ def write_steps(path: Path, steps, nan_at=()) -> None:
                                  loss=math.nan if n in nan_at else 1.0)))
 
 
-def drain(sidecar: Sidecar) -> None:
+def drain(sidecar: Pipeline) -> None:
     while sidecar.poll_once():
         pass
 
@@ -62,14 +62,14 @@ def key_counts(run_dir: Path) -> Counter:
 def test_a_crash_between_an_alert_append_and_the_next_snapshot_does_not_notify_it_twice(tmp_path):
     ruleset, run_dir, spool = nan_run(tmp_path)
     write_steps(spool, range(1, 11))
-    first = Sidecar(run_dir, consumers=[EngineConsumer(ruleset, run_dir, log_transitions=False)])
+    first = Pipeline(run_dir, consumers=[EngineConsumer(ruleset, run_dir, log_transitions=False)])
     drain(first)
     first.save_snapshot()                                  # the snapshot: steps 1-10, no alert
     write_steps(spool, range(11, 31), nan_at={15, 25})
     drain(first)                                           # 4 transitions appended ...
     assert len(read_alerts(run_dir)) == 4                  # ... then kill -9: no snapshot
     delivered = []
-    second = Sidecar(run_dir, consumers=[EngineConsumer(ruleset, run_dir, log_transitions=False,
+    second = Pipeline(run_dir, consumers=[EngineConsumer(ruleset, run_dir, log_transitions=False,
                                                         extra_sinks=[delivered.append])])
     drain(second)                                          # re-evaluates steps 11-30
     assert delivered == [] and second.consumers[0].replayed.suppressed == 4
@@ -83,14 +83,14 @@ def test_transitions_not_yet_found_again_survive_a_second_crash(tmp_path):
     """Killed again while catching up: the not-yet-re-found transitions are in the snapshot."""
     ruleset, run_dir, spool = nan_run(tmp_path)
     write_steps(spool, range(1, 8001), nan_at={5, 7990})   # > 256 KiB: several polls
-    first = Sidecar(run_dir, consumers=[EngineConsumer(ruleset, run_dir, log_transitions=False)])
+    first = Pipeline(run_dir, consumers=[EngineConsumer(ruleset, run_dir, log_transitions=False)])
     drain(first)                                           # 4 transitions, never snapshotted
-    second = Sidecar(run_dir, consumers=[EngineConsumer(ruleset, run_dir, log_transitions=False)],
+    second = Pipeline(run_dir, consumers=[EngineConsumer(ruleset, run_dir, log_transitions=False)],
                      poll_bytes=1)                         # the smallest read per poll
     second.poll_once()
     assert second.consumers[0].replayed.suppressed == 2    # step 5 re-found, 7990 not yet
     second.save_snapshot()                                 # mid catch-up, then kill -9
-    third = Sidecar(run_dir, consumers=[EngineConsumer(ruleset, run_dir, log_transitions=False)])
+    third = Pipeline(run_dir, consumers=[EngineConsumer(ruleset, run_dir, log_transitions=False)])
     drain(third)
     assert sorted(key_counts(run_dir).values()) == [1, 1, 1, 1]
 
@@ -114,7 +114,7 @@ def test_a_torn_last_alert_line_is_cut_off_before_the_next_append_and_the_feed_s
 def expected_transitions(run_dir: Path, rules) -> Counter:
     """What one uninterrupted pass of the engine over the finished spool notifies."""
     found = []
-    sidecar = Sidecar(run_dir, persist=False, consumers=[Engine(rules, sinks=[found.append])])
+    sidecar = Pipeline(run_dir, persist=False, consumers=[Engine(rules, sinks=[found.append])])
     drain(sidecar)
     return Counter(transition_key(a.to_dict()) for a in found)
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from msdoctor.core.pipeline import Sidecar
+from msdoctor.core.pipeline import Pipeline
 from msdoctor.core.engine.errors import ExprError, RuleSetError
 from msdoctor.core.engine.expr import parse
 from msdoctor.core.engine.loader import default_rules_dir, load_rules
@@ -95,7 +95,7 @@ def test_the_tailer_and_the_store_survive_any_spool_bytes(parts, rnd):
         spool.parent.mkdir()
         cut = rnd.randrange(len(blob) + 1)
         spool.write_bytes(blob[:cut])                   # written in two pieces, cut anywhere
-        sidecar = Sidecar(tmp, persist=False)
+        sidecar = Pipeline(tmp, persist=False)
         sidecar.poll_once()
         with open(spool, "ab") as fh:
             fh.write(blob[cut:])

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from msdoctor.core.pipeline import SNAPSHOT_BUDGET, Sidecar
+from msdoctor.core.pipeline import SNAPSHOT_BUDGET, Pipeline
 from msdoctor.core.engine.context import pack, unpack
 from msdoctor.wire import encode, make
 
@@ -26,7 +26,7 @@ def test_a_slow_snapshot_is_not_repeated_back_to_back(tmp_path):
     (tmp_path / "events").mkdir()
     (tmp_path / "events" / "rank-0.jsonl").write_bytes(encode(make("step", 0, step=1, t=1.0)))
     now = [100.0]
-    sidecar = Sidecar(tmp_path, consumers=[SlowState()], snapshot_interval=0.01,
+    sidecar = Pipeline(tmp_path, consumers=[SlowState()], snapshot_interval=0.01,
                       clock=lambda: now[0])
     sidecar.poll_once()
     assert sidecar.save_snapshot() is not None
@@ -40,7 +40,7 @@ def test_a_slow_snapshot_is_not_repeated_back_to_back(tmp_path):
 
 def test_a_fast_snapshot_keeps_the_configured_interval(tmp_path):
     now = [0.0]
-    sidecar = Sidecar(tmp_path, snapshot_interval=5.0, clock=lambda: now[0])
+    sidecar = Pipeline(tmp_path, snapshot_interval=5.0, clock=lambda: now[0])
     sidecar.save_snapshot()
     now[0] = 4.9
     assert not sidecar.snapshot_due()
@@ -75,7 +75,7 @@ def test_the_snapshot_stores_consumer_arrays_natively_not_as_json(tmp_path):
     (tmp_path / "events" / "rank-0.jsonl").write_bytes(encode(make("step", 0, step=1, t=1.0)))
     window = np.arange(200_000, dtype=np.float64) / 7
     state = {"engine": {"windows": [window], "nested": {"steps": np.arange(3)}, "n": 1}}
-    sidecar = Sidecar(tmp_path, consumers=[ArrayState(state)])
+    sidecar = Pipeline(tmp_path, consumers=[ArrayState(state)])
     sidecar.poll_once()
     path = sidecar.save_snapshot()
     assert path.stat().st_size < window.nbytes * 1.2          # JSON text would be ~2.5x
@@ -83,7 +83,7 @@ def test_the_snapshot_stores_consumer_arrays_natively_not_as_json(tmp_path):
         meta = archive["meta"].tobytes().decode()
     assert len(meta) < 10_000
     restored = ArrayState({})
-    Sidecar(tmp_path, consumers=[restored])
+    Pipeline(tmp_path, consumers=[restored])
     np.testing.assert_array_equal(restored.loaded["engine"]["windows"][0], window)
     assert restored.loaded["engine"]["nested"]["steps"].tolist() == [0, 1, 2]
 

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from msdoctor.api import Api, Context
-from msdoctor.core.pipeline import Sidecar
-from msdoctor.delivery import AlertFeed
+from msdoctor.core.pipeline import Pipeline
+from msdoctor.core.alerts.feed import AlertFeed
 from spool_factory import write_run
 
 from api_fixtures import FIRING
@@ -18,6 +18,6 @@ def env(tmp_path):
     write_run(tmp_path, ranks=(0, 1, 2), steps=40, nan_at=25)
     (tmp_path / "alerts.jsonl").write_text(json.dumps(FIRING) + "\n")
     feed = AlertFeed(tmp_path / "alerts.jsonl")
-    sc = Sidecar(tmp_path, persist=False, consumers=[feed])
+    sc = Pipeline(tmp_path, persist=False, consumers=[feed])
     sc.poll_once()
     return Api(Context(sc.store, feed, run_dir=str(tmp_path))), sc, tmp_path

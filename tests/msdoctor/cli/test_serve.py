@@ -66,8 +66,8 @@ def test_serve_tails_a_growing_spool_and_saves_its_state_on_sigterm(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     process = start_serve(run_dir)                      # events/ does not exist yet: it waits
-    try:
-        time.sleep(0.5)
+    try:   # its first snapshot is written after it said it waits (however loaded the machine)
+        assert wait_for(lambda: (run_dir / ".msdoctor" / "snapshot.npz").exists())
         append_steps(run_dir, 0, range(1, 51), start=True)
         assert wait_for(lambda: last_steps(run_dir).get(0) == (50, 50))
         append_steps(run_dir, 1, range(1, 31), start=True)   # a rank that appears late

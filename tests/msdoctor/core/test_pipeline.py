@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from msdoctor.core import snapshot
-from msdoctor.core.pipeline import Sidecar
+from msdoctor.core.pipeline import Pipeline
 from msdoctor.wire import encode, make
 
 N_RANKS, N_STEPS = 3, 600
@@ -37,7 +37,7 @@ def write_run(run_dir: Path, steps: range, ranks=range(N_RANKS), start=False, en
             fh.write(b"".join(lines))
 
 
-def drain(sidecar: Sidecar) -> None:
+def drain(sidecar: Pipeline) -> None:
     while sidecar.poll_once():
         pass
 
@@ -64,7 +64,7 @@ class Recorder:
         self.steps = state["steps"]
 
 
-def fingerprint(sidecar: Sidecar) -> dict:
+def fingerprint(sidecar: Pipeline) -> dict:
     """Everything the store knows, comparable across runs."""
     out = {}
     for run, rank, state in sidecar.store.ranks():
@@ -79,7 +79,7 @@ def fingerprint(sidecar: Sidecar) -> dict:
 def reference(tmp_path: Path) -> dict:
     run_dir = tmp_path / "reference"
     write_run(run_dir, range(1, N_STEPS + 1), start=True, end=True)
-    sidecar = Sidecar(run_dir, persist=False, capacity=256)
+    sidecar = Pipeline(run_dir, persist=False, capacity=256)
     drain(sidecar)
     return fingerprint(sidecar)
 
@@ -87,12 +87,12 @@ def reference(tmp_path: Path) -> dict:
 def test_a_restarted_sidecar_resumes_from_its_snapshot_with_every_step_exactly_once(tmp_path):
     run_dir = tmp_path / "run"
     write_run(run_dir, range(1, 301), start=True)
-    first = Sidecar(run_dir, capacity=256, consumers=[Recorder()])
+    first = Pipeline(run_dir, capacity=256, consumers=[Recorder()])
     drain(first)
     first.save_snapshot()
     write_run(run_dir, range(301, N_STEPS + 1), end=True)
     recorder = Recorder()
-    second = Sidecar(run_dir, capacity=256, consumers=[recorder])
+    second = Pipeline(run_dir, capacity=256, consumers=[recorder])
     assert second.restored is not None and recorder.steps == 300 * N_RANKS
     drain(second)
     assert fingerprint(second) == reference(tmp_path)
@@ -104,14 +104,14 @@ def test_a_restarted_sidecar_resumes_from_its_snapshot_with_every_step_exactly_o
 def test_events_read_after_the_last_snapshot_are_read_again_exactly_once_after_a_crash(tmp_path):
     run_dir = tmp_path / "run"
     write_run(run_dir, range(1, 201), start=True)
-    crashed = Sidecar(run_dir, capacity=256)
+    crashed = Pipeline(run_dir, capacity=256)
     drain(crashed)
     crashed.save_snapshot()
     write_run(run_dir, range(201, 451))
     drain(crashed)                                  # read, but never snapshotted: then "crash"
     assert crashed.store.runs["resume-test"].ranks[0].last_step == 450
     write_run(run_dir, range(451, N_STEPS + 1), end=True)
-    resumed = Sidecar(run_dir, capacity=256)
+    resumed = Pipeline(run_dir, capacity=256)
     assert resumed.store.runs["resume-test"].ranks[0].last_step == 200
     drain(resumed)
     assert fingerprint(resumed) == reference(tmp_path)
@@ -124,7 +124,7 @@ def test_a_corrupt_snapshot_is_reported_and_the_spool_is_read_from_the_start(tmp
     state_dir.mkdir()
     (state_dir / snapshot.FILENAME).write_bytes(b"PK\x03\x04 not really a zip")
     with caplog.at_level(logging.WARNING, logger="msdoctor.sidecar"):
-        sidecar = Sidecar(run_dir, state_dir=state_dir, capacity=256)
+        sidecar = Pipeline(run_dir, state_dir=state_dir, capacity=256)
     assert sidecar.restored is None
     assert "ignoring the saved state" in caplog.text and "unreadable" in caplog.text
     assert "rebuilding from the start of the spool" in caplog.text
@@ -135,14 +135,14 @@ def test_a_corrupt_snapshot_is_reported_and_the_spool_is_read_from_the_start(tmp
 def test_a_snapshot_of_a_replaced_spool_does_not_match_and_is_not_used(tmp_path, caplog):
     run_dir = tmp_path / "run"
     write_run(run_dir, range(1, 101), start=True)
-    sidecar = Sidecar(run_dir, capacity=256)
+    sidecar = Pipeline(run_dir, capacity=256)
     drain(sidecar)
     sidecar.save_snapshot()
     for path in (run_dir / "events").iterdir():
         path.unlink()
     write_run(run_dir, range(1, N_STEPS + 1), start=True, end=True, run="resume-tesT")
     with caplog.at_level(logging.WARNING, logger="msdoctor.sidecar"):
-        again = Sidecar(run_dir, capacity=256)
+        again = Pipeline(run_dir, capacity=256)
     assert again.restored is None and "does not hold the bytes read before" in caplog.text
     drain(again)
     assert [run for run, _, _ in again.store.ranks()] == ["resume-tesT"] * N_RANKS
@@ -152,7 +152,7 @@ def test_a_snapshot_of_a_replaced_spool_does_not_match_and_is_not_used(tmp_path,
 def test_the_snapshot_file_holds_no_pickled_objects(tmp_path):
     run_dir = tmp_path / "run"
     write_run(run_dir, range(1, 51), start=True)
-    sidecar = Sidecar(run_dir)
+    sidecar = Pipeline(run_dir)
     drain(sidecar)
     path = sidecar.save_snapshot()
     with np.load(path, allow_pickle=False) as archive:
@@ -172,7 +172,7 @@ def test_a_consumer_that_raises_is_logged_once_per_kind_and_never_stops_the_side
     run_dir = tmp_path / "run"
     write_run(run_dir, range(1, 11), start=True)
     recorder = Recorder()
-    sidecar = Sidecar(run_dir, persist=False, consumers=[Exploding(), recorder])
+    sidecar = Pipeline(run_dir, persist=False, consumers=[Exploding(), recorder])
     with caplog.at_level(logging.ERROR, logger="msdoctor.sidecar"):
         drain(sidecar)
         write_run(run_dir, range(11, 21))
@@ -187,7 +187,7 @@ def test_run_forever_stops_on_its_event_and_writes_a_final_snapshot(tmp_path):
     run_dir = tmp_path / "run"
     write_run(run_dir, range(1, 101), start=True)
     recorder = Recorder()
-    sidecar = Sidecar(run_dir, poll_interval=0.01, consumers=[recorder])
+    sidecar = Pipeline(run_dir, poll_interval=0.01, consumers=[recorder])
     stop = threading.Event()
     thread = threading.Thread(target=sidecar.run_forever, args=(stop,))
     thread.start()

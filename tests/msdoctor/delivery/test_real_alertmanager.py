@@ -8,8 +8,9 @@ import time
 import pytest
 
 import servers
-from msdoctor.core.pipeline import Sidecar
-from msdoctor.delivery import AlertFeed, AlertmanagerDeliverer
+from msdoctor.core.pipeline import Pipeline
+from msdoctor.core.alerts.feed import AlertFeed
+from msdoctor.delivery import AlertmanagerDeliverer
 from spool_factory import write_run
 
 pytestmark = [pytest.mark.slow,
@@ -33,7 +34,7 @@ def test_a_nan_loss_arrives_in_alertmanager_with_its_fix_and_resolves(tmp_path):
         deliverer = AlertmanagerDeliverer(am.url, resend_interval=1.0).start()
         feed = AlertFeed(run_dir / "alerts.jsonl", [deliverer])
         engine = Engine(load_rules([default_rules_dir()]), sinks=[AlertJournal(run_dir)])
-        sidecar = Sidecar(run_dir, persist=False, consumers=[engine, feed])
+        sidecar = Pipeline(run_dir, persist=False, consumers=[engine, feed])
         try:
             sidecar.poll_once()
             alerts = servers.wait_until(lambda: am_alerts(am.url, "LossNonFinite"), 20,
@@ -75,7 +76,7 @@ def test_a_dead_alertmanager_is_counted_and_ingest_goes_on(tmp_path):
     deliverer = AlertmanagerDeliverer(f"http://127.0.0.1:{servers.free_port()}",
                                       backoff=0.01, max_attempts=2).start()
     feed = AlertFeed(run_dir / "alerts.jsonl", [deliverer])
-    sidecar = Sidecar(run_dir, persist=False, consumers=[feed])
+    sidecar = Pipeline(run_dir, persist=False, consumers=[feed])
     try:
         with (run_dir / "alerts.jsonl").open("a") as f:
             f.write(json.dumps({"alert": "A", "state": "firing", "severity": "warning",

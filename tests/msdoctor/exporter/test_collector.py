@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from msdoctor.core.pipeline import Sidecar
+from msdoctor.core.pipeline import Pipeline
 from msdoctor.exporter import names
 from msdoctor.exporter.collector import StoreCollector
 from msdoctor.exporter.exposition import LabelCache, format_values, render
@@ -32,7 +32,7 @@ class Receiver:
 @pytest.fixture
 def sidecar(tmp_path):
     write_run(tmp_path, run='run "a"', ranks=(0, 1), steps=20, nan_at=18)
-    sc = Sidecar(tmp_path, persist=False)
+    sc = Pipeline(tmp_path, persist=False)
     sc.poll_once()
     return sc
 

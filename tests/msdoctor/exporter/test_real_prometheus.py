@@ -30,11 +30,11 @@ RUN = "fleet-run"
 def _engine_alerts(run_dir: Path) -> None:
     """Run the real rule engine over node A's spool so alerts.jsonl holds its transitions."""
     from msdoctor.core.alerts import AlertJournal
-    from msdoctor.core.pipeline import Sidecar
+    from msdoctor.core.pipeline import Pipeline
     from msdoctor.core.engine import Engine, default_rules_dir, load_rules
 
     engine = Engine(load_rules([default_rules_dir()]), sinks=[AlertJournal(run_dir)])
-    Sidecar(run_dir, persist=False, consumers=[engine]).poll_once()
+    Pipeline(run_dir, persist=False, consumers=[engine]).poll_once()
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from msdoctor.api import Api, Context
-from msdoctor.core.pipeline import Sidecar
+from msdoctor.core.pipeline import Pipeline
 from msdoctor.exporter.collector import StoreCollector
 from msdoctor.exporter.exposition import CONTENT_TYPE
 from msdoctor.http.server import ListenError, SidecarServer, check_listen, parse_listen
@@ -19,7 +19,7 @@ from spool_factory import write_run
 @pytest.fixture
 def store(tmp_path):
     write_run(tmp_path, ranks=(0, 1), steps=12)
-    sc = Sidecar(tmp_path, persist=False)
+    sc = Pipeline(tmp_path, persist=False)
     sc.poll_once()
     return sc.store
 

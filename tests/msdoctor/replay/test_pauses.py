@@ -8,7 +8,8 @@ import numpy as np
 
 from msdoctor.core.batch import columnize
 from msdoctor.core.engine import default_rules_dir, load_rules
-from msdoctor.replay.driver import MAX_GAP_TICKS, TICK_S, gap_ticks, replay_paths, split_at_gaps
+from msdoctor.core.clock import MAX_GAP_TICKS, TICK_S, gap_ticks, split_at_gaps
+from msdoctor.replay.driver import replay_paths
 from msdoctor.wire import encode, make
 from spool_factory import STEP_TIME, append_steps, rank_file, write_run
 
@@ -35,10 +36,23 @@ def test_a_twenty_minute_pause_mid_run_fires_job_hung_on_that_rank_only(tmp_path
     assert len(fired) == 1 and "Rank 0 has logged no step for" in fired[0]["summary"]
 
 
-def test_a_recording_without_pauses_fires_no_job_hung(tmp_path):
+def end_cleanly(run_dir, ranks, t):
+    for rank in ranks:
+        with rank_file(run_dir, rank).open("ab") as f:
+            f.write(encode(make("run_end", rank, run="run-a", t=t, status="completed")))
+
+
+def test_a_finished_recording_without_pauses_fires_no_job_hung(tmp_path):
     write_run(tmp_path, ranks=(0, 1), steps=300, t0=T0)
+    end_cleanly(tmp_path, (0, 1), T0 + 301 * STEP_TIME)
     result = replay_paths([str(tmp_path)], load_rules([default_rules_dir()]), progress=False)
     assert hung(result) == []
+
+
+def test_a_run_directory_that_never_ended_is_judged_as_of_now_like_the_live_sidecar(tmp_path):
+    write_run(tmp_path, ranks=(0, 1), steps=300, t0=T0)          # its last step is years old
+    result = replay_paths([str(tmp_path)], load_rules([default_rules_dir()]), progress=False)
+    assert hung(result) == [("firing", 0, 300), ("firing", 1, 300)]
 
 
 def test_a_batch_is_cut_before_each_record_that_follows_a_pause():

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 import spool_factory
-from msdoctor.core.pipeline import Sidecar
+from msdoctor.core.pipeline import Pipeline
 from msdoctor.core.engine import default_rules_dir, load_rules
-from msdoctor.core.engine.consumer import EngineConsumer
 from msdoctor.wire import encode
 from msdoctor.http.wiring import Endpoint
 from msdoctor.tui.app import DoctorApp
@@ -32,21 +31,20 @@ def nan_run(tmp_path: Path) -> Path:
 
 
 class LiveSidecar:
-    """serve's wiring in-process: sidecar + engine (alerts.jsonl) + /api/v1; restartable."""
+    """serve's wiring in-process: the pipeline with its journal (alerts.jsonl) + /api/v1;
+    restartable."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir, self.port = run_dir, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.endpoint = Endpoint(run_dir, listen=f"127.0.0.1:{self.port}")
-        engine = EngineConsumer(load_rules([default_rules_dir()]), run_dir, log_transitions=False)
-        self.sidecar = Sidecar(run_dir, persist=False,
-                               consumers=[engine] + self.endpoint.consumers())
+        self.sidecar = Pipeline(run_dir, rules=load_rules([default_rules_dir()]), journal=True,
+                                persist=False)
         while self.sidecar.poll_once():
             pass
-        self.sidecar.poll_once()                 # one more tick: the feed reads alerts.jsonl
 
     def start(self) -> "LiveSidecar":
-        self.endpoint.start(self.sidecar.store, lock=self.sidecar.lock)
+        self.endpoint.start(self.sidecar.store, self.sidecar.alerts, lock=self.sidecar.lock)
         return self
 
     def stop(self) -> None:
@@ -176,9 +174,9 @@ def test_alerts_are_fetched_again_only_when_the_feed_changed(nan_run):
     paths.clear()
     again = source.fetch()
     assert paths == ["/runs", "/runs/run-a/overview"] and again.active == first.active
-    source.feed.add({"alert": "JobHung", "state": "firing", "severity": "critical",
-                     "run": "run-a", "rank": 2, "step": 50, "summary": "no step", "t": 5.0})
+    source.feed({"alert": "StragglerRank", "state": "firing", "severity": "warning",
+                 "run": "run-a", "rank": 2, "step": 50, "summary": "slow", "t": 5.0})
     paths.clear()
     snap = source.fetch()
     assert "/alerts" in paths
-    assert "JobHung" in next(r for r in snap.ranks if r.rank == 2).alerts
+    assert "StragglerRank" in next(r for r in snap.ranks if r.rank == 2).alerts

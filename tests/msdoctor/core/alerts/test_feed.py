@@ -2,7 +2,7 @@
 import json
 import logging
 
-from msdoctor.delivery import AlertFeed
+from msdoctor.core.alerts.feed import AlertFeed
 
 
 def line(**fields):
