@@ -20,8 +20,7 @@ from typing import Any, Dict, List, Set, Tuple
 
 import numpy as np
 
-from msdoctor.cli.status import (EXPECTED_RUN_DIR, fmt_num, fmt_rate, fmt_seconds,
-                                      run_dir_error)
+from msdoctor.cli.status import EXPECTED_RUN_DIR, fmt_num, fmt_rate, fmt_seconds, run_dir_error
 from msdoctor.core.pipeline import Sidecar, stop_on_signals
 from msdoctor.core.spool import Chunk
 from msdoctor.core.state import Store, count_repeats
@@ -54,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "serve refuses to start if any rule is invalid")
     parser.add_argument("--log-level", default="INFO",
                         choices=("DEBUG", "INFO", "WARNING", "ERROR"))
-    from msdoctor.http import wiring as endpoint   # /metrics, /api/v1, alert delivery flags
+    from msdoctor.http import wiring as endpoint  # /metrics, /api/v1, alert delivery flags
     endpoint.add_arguments(parser, listen=False)
 
 
@@ -281,8 +280,8 @@ def run(args: argparse.Namespace) -> int:
     args.ruleset = load_ruleset(args)
     if args.ruleset is None:
         return 2
-    from msdoctor.http.wiring import Endpoint
     from msdoctor.http.server import ListenError
+    from msdoctor.http.wiring import Endpoint
     frontends = Endpoint.from_args(args)
     sidecar = Sidecar(args.run_dir, state_dir=args.state_dir, poll_interval=args.poll,
                       consumers=build_consumers(args) + frontends.consumers(),

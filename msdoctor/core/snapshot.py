@@ -25,8 +25,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from msdoctor.wire.layout import state_dir
 from msdoctor.core.state import COUNTERS, DEFAULT_CAPACITY, RankState, RunState, Series, Store
+from msdoctor.wire.layout import state_dir
 
 FORMAT = "msdoctor-snapshot"
 VERSION = 1

@@ -240,7 +240,7 @@ class SpoolTailer:
         if not pending:
             return chunks
         share = max(int(max_bytes) // len(pending), MIN_FILE_BYTES, 1)
-        for rel, path, f, st in pending:
+        for _rel, path, f, st in pending:
             chunks.extend(self._read(path, f, st, share))
         return chunks
 

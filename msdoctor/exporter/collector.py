@@ -13,9 +13,7 @@ import platform
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from prometheus_client.core import (
-    CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric,
-)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
 from msdoctor import __version__
 from msdoctor.exporter import names

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, List, Optional, Sequence
 
 from msdoctor.delivery import AlertFeed, AlertmanagerDeliverer, Deliverer, WebhookDeliverer
-
 from msdoctor.wire.layout import ALERTS_FILE, DEFAULT_LISTEN, TOKEN_ENV
 
 

@@ -59,8 +59,8 @@ def peak_mb() -> float:
 def serve_sidecar(run_dir: Path):
     """A Sidecar wired like ``msdoctor serve`` (without the HTTP thread)."""
     from msdoctor.cli.serve import build_consumers
-    from msdoctor.core.pipeline import Sidecar
     from msdoctor.core.engine.loader import default_rules_dir, load_rules
+    from msdoctor.core.pipeline import Sidecar
     from msdoctor.http.wiring import Endpoint
 
     args = argparse.Namespace(run_dir=run_dir, rules=None, progress_every=30.0,
@@ -105,7 +105,7 @@ def fleet(ranks: int, steps: int) -> None:
     # live: every rank appends k new steps, then one poll
     for k in (1, 10):
         per = []
-        for i in range(5):
+        for _ in range(5):
             first = sidecar.store.runs["soak"].ranks[0].last_step + 1
             t0 = time.time() - dt * (first + k)
             for r in range(ranks):

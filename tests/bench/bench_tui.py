@@ -30,13 +30,14 @@ from typing import Callable, List, Tuple
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from msdoctor.core.pipeline import Sidecar  # noqa: E402
 from msdoctor.core.engine import default_rules_dir, load_rules  # noqa: E402
 from msdoctor.core.engine.consumer import EngineConsumer  # noqa: E402
+from msdoctor.core.pipeline import Sidecar  # noqa: E402
 from msdoctor.http.wiring import Endpoint  # noqa: E402
 from msdoctor.tui.app import DoctorApp  # noqa: E402
 from msdoctor.tui.reader import Request  # noqa: E402
 from msdoctor.tui.source import EmbeddedSource, FixedSource, HttpSource, Source  # noqa: E402
+
 from servers import free_port  # noqa: E402
 from spool_factory import append_steps, write_run  # noqa: E402
 
@@ -62,7 +63,7 @@ async def timed_refreshes(source: Source, size: Tuple[int, int], refreshes: int,
             between()
             c0, t0 = time.process_time(), time.perf_counter()
             snap = await asyncio.to_thread(source.fetch, Request(charts=charts))
-            c1, t1 = time.process_time(), time.perf_counter()
+            t1 = time.perf_counter()
             app.show_snapshot(snap)
             if PAUSE:
                 await pilot.pause()

@@ -11,14 +11,23 @@ bounded before and during parsing, so no input can exhaust the parser.
 from __future__ import annotations
 
 import ast
-import warnings
 import math
+import warnings
 from typing import List, Optional
 
 import msdoctor.core.engine.nodes as nodes
 from msdoctor.core.engine.errors import ExprError
 from msdoctor.core.engine.functions import (
-    ALPHA, CONSTANTS, EXPECTED_ARG, EXPR, FUNCTIONS, IDENT, MAX_STEPS, SIGNALS, STEPS, STEPS0,
+    ALPHA,
+    CONSTANTS,
+    EXPECTED_ARG,
+    EXPR,
+    FUNCTIONS,
+    IDENT,
+    MAX_STEPS,
+    SIGNALS,
+    STEPS,
+    STEPS0,
 )
 from msdoctor.core.engine.nodes import Node
 

@@ -354,7 +354,7 @@ def _annotations(w: _Walker, item: Optional[Tuple[Any, Any]], labels: Optional[D
     if "values" in raw and isinstance(raw["values"][1], yaml.MappingNode):
         declared_values = {w.scalar(k) for k, _ in raw["values"][1].value
                            if isinstance(k, yaml.ScalarNode)}
-    for key, (key_node, value_node) in (amap or {}).items():
+    for key, (_key_node, value_node) in (amap or {}).items():
         text = w.scalar(value_node) if isinstance(value_node, yaml.ScalarNode) else None
         if not isinstance(text, str):
             if isinstance(text, (int, float)) and not isinstance(text, bool):

@@ -15,8 +15,17 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from msdoctor.core.engine.nodes import Frame, Node, Out, locf
-from msdoctor.core.engine.windows import (_EMPTY_F, _EMPTY_I, WindowNode, _first, episode_starts,
-                                     gather, keep, point_rows, search_right)
+from msdoctor.core.engine.windows import (
+    _EMPTY_F,
+    _EMPTY_I,
+    WindowNode,
+    _first,
+    episode_starts,
+    gather,
+    keep,
+    point_rows,
+    search_right,
+)
 
 MAD_SCALE = 1.4826      # MAD -> standard deviation for normal data
 MEANAD_SCALE = 1.2533   # mean absolute deviation -> standard deviation

@@ -8,9 +8,9 @@ import pytest
 from msdoctor.api import Api, Context
 from msdoctor.core.pipeline import Sidecar
 from msdoctor.delivery import AlertFeed
-from spool_factory import write_run
 
 from api_fixtures import FIRING
+from spool_factory import write_run
 
 
 @pytest.fixture

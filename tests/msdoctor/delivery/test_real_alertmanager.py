@@ -7,9 +7,10 @@ import time
 
 import pytest
 
-import servers
 from msdoctor.core.pipeline import Sidecar
 from msdoctor.delivery import AlertFeed, AlertmanagerDeliverer
+
+import servers
 from spool_factory import write_run
 
 pytestmark = [pytest.mark.slow,

@@ -10,6 +10,7 @@ from msdoctor.core.batch import columnize
 from msdoctor.core.engine import default_rules_dir, load_rules
 from msdoctor.replay.driver import MAX_GAP_TICKS, TICK_S, gap_ticks, replay_paths, split_at_gaps
 from msdoctor.wire import encode, make
+
 from spool_factory import STEP_TIME, append_steps, rank_file, write_run
 
 T0 = 1_700_000_000.0
