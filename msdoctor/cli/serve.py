@@ -16,15 +16,19 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Set, Tuple
 
 import numpy as np
 
 from msdoctor.cli.status import EXPECTED_RUN_DIR, fmt_num, fmt_rate, fmt_seconds, run_dir_error
+from msdoctor.core.consumers import Consumer
 from msdoctor.core.pipeline import Sidecar, stop_on_signals
 from msdoctor.core.spool import Chunk
 from msdoctor.core.state import Store, count_repeats
 from msdoctor.wire.layout import DEFAULT_LISTEN
+
+if TYPE_CHECKING:   # loaded with the rules (see build_consumers)
+    from msdoctor.core.engine.consumer import EngineConsumer
 
 HELP = "Run the sidecar: tail a run directory's event spool, keep state, log progress."
 log = logging.getLogger("msdoctor.serve")
@@ -186,7 +190,7 @@ class RuleReloader:
 
     name = "rules-reload"
 
-    def __init__(self, engine: Any, path: Path) -> None:
+    def __init__(self, engine: EngineConsumer, path: Path) -> None:
         self.engine, self.path = engine, Path(path)
         self.requested = threading.Event()
         self.reloads = self.refused = 0
@@ -233,9 +237,9 @@ class RuleReloader:
         return True
 
 
-def build_consumers(args: argparse.Namespace) -> List[Any]:
+def build_consumers(args: argparse.Namespace) -> List[Consumer]:
     """The consumers serve runs (the rule engine and the exporter join here)."""
-    consumers: List[Any] = [LogReporter(progress_every=args.progress_every)]
+    consumers: List[Consumer] = [LogReporter(progress_every=args.progress_every)]
     ruleset = getattr(args, "ruleset", None)
     if ruleset is not None:
         from msdoctor.core.engine.consumer import EngineConsumer

@@ -11,10 +11,15 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, ContextManager, List, Optional, Sequence
 
+from msdoctor.core.consumers import Consumer
+from msdoctor.core.state import Store
 from msdoctor.delivery import AlertFeed, AlertmanagerDeliverer, Deliverer, WebhookDeliverer
 from msdoctor.wire.layout import ALERTS_FILE, DEFAULT_LISTEN, TOKEN_ENV
+
+if TYPE_CHECKING:   # imported when the server starts (prometheus_client stays unloaded until then)
+    from msdoctor.http.server import SidecarServer
 
 
 def add_arguments(parser: argparse.ArgumentParser, listen: bool = True) -> None:
@@ -45,7 +50,7 @@ class Endpoint:
         self.listen, self.allow_remote, self.api_token = listen, allow_remote, api_token
         self.deliverers: List[Deliverer] = list(deliverers)
         self.feed = AlertFeed(self.run_dir / ALERTS_FILE, listeners=self.deliverers)
-        self.server: Any = None
+        self.server: Optional[SidecarServer] = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "Endpoint":
@@ -62,11 +67,11 @@ class Endpoint:
         return cls(args.run_dir, listen=args.listen, allow_remote=args.allow_remote,
                    api_token=token, deliverers=deliverers)
 
-    def consumers(self) -> List[Any]:
+    def consumers(self) -> List[Consumer]:
         """Sidecar consumers to register: the alert feed (tails alerts.jsonl on each tick)."""
         return [self.feed]
 
-    def start(self, store: Any, lock: Any = None) -> Any:
+    def start(self, store: Store, lock: Optional[ContextManager[Any]] = None) -> SidecarServer:
         """Start the HTTP server and the deliverers over ``store``; return the server.
 
         ``lock`` is the sidecar's lock: requests read the store under it.
