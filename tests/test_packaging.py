@@ -73,3 +73,11 @@ def test_a_wheel_install_carries_the_rule_tests_fleet_rules_and_dashboards(insta
     assert (share / "rules" / "prometheus" / "msdoctor-fleet.rules.yml").is_file()
     assert sorted(p.name for p in (share / "grafana" / "dashboards").glob("*.json")) == \
         ["msdoctor-fleet.json", "msdoctor-rank.json"]
+
+
+def test_the_wheel_marks_both_packages_as_typed(installed):
+    done = run(installed, "-c", "import msdoctor, trainer_hooks; print(msdoctor.__file__); "
+                                "print(trainer_hooks.__file__)")
+    assert done.returncode == 0, done.stderr
+    for init in done.stdout.split():
+        assert (Path(init).parent / "py.typed").is_file(), init

@@ -41,13 +41,10 @@ from mindspore.train import Callback
 
 from trainer_hooks import capacity, env
 from trainer_hooks.emitter import Emitter
-from trainer_hooks.wire import STOP_FILE
 from trainer_hooks.guard import Guard
 from trainer_hooks.outputs import config_from_params, dataset_tokens, decode_outputs, input_tokens
 from trainer_hooks.sampler import UpdateSampler, lr_reader
-from trainer_hooks.wire import SCHEMA_VERSION, make
-
-
+from trainer_hooks.wire import SCHEMA_VERSION, STOP_FILE, make
 
 
 class DoctorCallback(Callback):

@@ -11,10 +11,19 @@ from typing import Optional, Sequence
 from grafana_foundation_sdk.builders import dashboard, prometheus, stat, table, timeseries
 from grafana_foundation_sdk.builders.common import VizLegendOptions, VizTooltipOptions
 from grafana_foundation_sdk.models.common import (
-    BigValueColorMode, BigValueGraphMode, LegendDisplayMode, LegendPlacement, TooltipDisplayMode,
+    BigValueColorMode,
+    BigValueGraphMode,
+    LegendDisplayMode,
+    LegendPlacement,
+    TooltipDisplayMode,
 )
 from grafana_foundation_sdk.models.dashboard import (
-    DataSourceRef, DashboardCursorSync, VariableHide, VariableOption, VariableRefresh, VariableSort,
+    DashboardCursorSync,
+    DataSourceRef,
+    VariableHide,
+    VariableOption,
+    VariableRefresh,
+    VariableSort,
 )
 
 from msdoctor.exporter import names

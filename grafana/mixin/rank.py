@@ -5,8 +5,16 @@ from grafana_foundation_sdk.builders import dashboard
 from grafana_foundation_sdk.models.dashboard import DashboardLinkType
 
 from grafana.mixin.common import (
-    RUN, alert_annotation, base_dashboard, datasource_variable, label_variable, query, sel,
-    stat_panel, table_panel, timeseries_panel,
+    RUN,
+    alert_annotation,
+    base_dashboard,
+    datasource_variable,
+    label_variable,
+    query,
+    sel,
+    stat_panel,
+    table_panel,
+    timeseries_panel,
 )
 from msdoctor.exporter import names
 

@@ -16,16 +16,18 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Set, Tuple
 
 import numpy as np
 
-from msdoctor.cli.status import (EXPECTED_RUN_DIR, fmt_num, fmt_rate, fmt_seconds,
-                                      run_dir_error)
+from msdoctor.cli.status import EXPECTED_RUN_DIR, fmt_num, fmt_rate, fmt_seconds, run_dir_error
 from msdoctor.core.pipeline import Pipeline, stop_on_signals
 from msdoctor.core.spool import Chunk
 from msdoctor.core.state import Store, count_repeats
 from msdoctor.wire.layout import DEFAULT_LISTEN
+
+if TYPE_CHECKING:   # loaded with the rules (see build_consumers)
+    from msdoctor.core.engine.consumer import EngineConsumer
 
 HELP = "Run the sidecar: tail a run directory's event spool, keep state, log progress."
 log = logging.getLogger("msdoctor.serve")
@@ -54,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "serve refuses to start if any rule is invalid")
     parser.add_argument("--log-level", default="INFO",
                         choices=("DEBUG", "INFO", "WARNING", "ERROR"))
-    from msdoctor.http import wiring as endpoint   # /metrics, /api/v1, alert delivery flags
+    from msdoctor.http import wiring as endpoint  # /metrics, /api/v1, alert delivery flags
     endpoint.add_arguments(parser, listen=False)
 
 
@@ -187,7 +189,7 @@ class RuleReloader:
 
     name = "rules-reload"
 
-    def __init__(self, engine: Any, path: Path) -> None:
+    def __init__(self, engine: EngineConsumer, path: Path) -> None:
         self.engine, self.path = engine, Path(path)
         self.requested = threading.Event()
         self.reloads = self.refused = 0
@@ -282,8 +284,8 @@ def run(args: argparse.Namespace) -> int:
     args.ruleset = load_ruleset(args)
     if args.ruleset is None:
         return 2
-    from msdoctor.http.wiring import Endpoint
     from msdoctor.http.server import ListenError
+    from msdoctor.http.wiring import Endpoint
     frontends = Endpoint.from_args(args)
     sidecar = build_pipeline(args, frontends.deliverers)
     try:

@@ -6,8 +6,9 @@ import os
 import sys
 from pathlib import Path
 
-HELP = "Open the terminal UI: every rank's health, the curves, and the alerts with their fixes."
 from msdoctor.wire.layout import DEFAULT_URL
+
+HELP = "Open the terminal UI: every rank's health, the curves, and the alerts with their fixes."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

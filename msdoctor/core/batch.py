@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter, methodcaller
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -59,7 +59,7 @@ class StepBatch:
                          {k: m[start:stop] for k, m in self.masks.items()})
 
 
-def columnize(run: str, rank: int, events: List[Mapping[str, Any]]) -> StepBatch:
+def columnize(run: str, rank: int, events: Sequence[Mapping[str, Any]]) -> StepBatch:
     """Build a :class:`StepBatch` from validated step events of one rank.
 
     Events are grouped by their *shape* (their key tuple: a hook writes the
@@ -70,7 +70,7 @@ def columnize(run: str, rank: int, events: List[Mapping[str, Any]]) -> StepBatch
     return assemble(run, rank, *step_block(events))
 
 
-def step_block(events: List[Mapping[str, Any]]) -> Tuple[np.ndarray, np.ndarray, List[Table]]:
+def step_block(events: Sequence[Mapping[str, Any]]) -> Tuple[np.ndarray, np.ndarray, List[Table]]:
     """``(steps, t, tables)`` of validated step events: the parts :func:`assemble` takes."""
     n = len(events)
     steps = np.fromiter(map(_get_step, events), dtype=np.int64, count=n)
@@ -78,7 +78,7 @@ def step_block(events: List[Mapping[str, Any]]) -> Tuple[np.ndarray, np.ndarray,
     return steps, t, signal_tables(events)
 
 
-def signal_tables(events: List[Mapping[str, Any]]) -> List[Table]:
+def signal_tables(events: Sequence[Mapping[str, Any]]) -> List[Table]:
     """``(rows, names, table)`` per group of events recording the same signals."""
     tables = []
     for names, index in _shape_groups(events).items():
@@ -123,7 +123,7 @@ _get_t = methodcaller("get", "t", np.nan)
 _SOURCES = frozenset(STEP_SIGNALS + ("overflow",))
 
 
-def _shape_groups(events: List[Mapping[str, Any]]) -> Dict[tuple, Optional[List[int]]]:
+def _shape_groups(events: Sequence[Mapping[str, Any]]) -> Dict[tuple, Optional[List[int]]]:
     """Signal names of each event shape -> row indices (None: every row has that shape)."""
     shapes = list(map(tuple, events))
     if not shapes:

@@ -25,8 +25,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
-from msdoctor.wire.layout import state_dir
 from msdoctor.core.state import COUNTERS, DEFAULT_CAPACITY, RankState, RunState, Series, Store
+from msdoctor.wire.layout import state_dir
 
 FORMAT = "msdoctor-snapshot"
 VERSION = 1
@@ -161,7 +161,10 @@ def join_arrays(doc: Any, arrays: Mapping[str, np.ndarray]) -> Any:
     names = {name for name, _ in BLOBS.values()}
 
     def array(ref: Dict[str, Any]) -> np.ndarray:
-        name, at, shape, dtype = ref.get(ARRAY_TAG), ref.get("at"), ref.get("shape"), ref.get("dtype")
+        name: Any = ref.get(ARRAY_TAG)
+        at: Any = ref.get("at")
+        shape: Any = ref.get("shape")
+        dtype: Any = ref.get("dtype")
         blob = arrays.get(name) if name in names else None
         try:
             kind = np.dtype(dtype).kind
@@ -171,7 +174,7 @@ def join_arrays(doc: Any, arrays: Mapping[str, np.ndarray]) -> Any:
                   and at + size <= blob.shape[0])
         except (TypeError, ValueError):
             ok = False
-        if not ok:
+        if not ok or blob is None:
             raise SnapshotError(f"state refers to {ref!r}, which does not fit the saved arrays")
         return blob[at:at + size].astype(dtype).reshape(shape)
 

@@ -29,7 +29,7 @@ from msdoctor.wire.schema import FIELDS, INT64_MAX, INT64_MIN, EventError, valid
 try:  # the bulk path parses with orjson directly (errors are left to the exact path)
     from orjson import loads as _raw_loads
 except ImportError:  # pragma: no cover - exercised only without orjson
-    _raw_loads = None
+    _raw_loads = None  # type: ignore[assignment]
 
 MAX_LINE_BYTES = 1 << 20          # a longer line is skipped as an error, never buffered whole
 DEFAULT_POLL_BYTES = 8 << 20      # read budget of one poll, shared by the files with new data
@@ -140,7 +140,7 @@ def _groups(events: List[Dict[str, Any]], by_keys: bool = False) -> Optional[Lis
     """Row indices of events with the same number of keys (or the same key tuple);
     ``[None]`` when that is every row; None when there are too many kinds."""
     n = len(events)
-    shapes = list(map(tuple, events)) if by_keys else list(map(len, events))
+    shapes: List[Any] = list(map(tuple, events)) if by_keys else list(map(len, events))
     if shapes.count(shapes[0]) == n:
         return [None]
     unique = list(dict.fromkeys(shapes))
@@ -248,7 +248,7 @@ class SpoolTailer:
         if not pending:
             return chunks
         share = max(int(max_bytes) // len(pending), MIN_FILE_BYTES, 1)
-        for rel, path, f, st in pending:
+        for _rel, path, f, st in pending:
             chunks.extend(self._read(path, f, st, share))
         return chunks
 
@@ -397,7 +397,7 @@ class SpoolTailer:
             return None
         events: List[Dict[str, Any]] = []
         is_step = np.zeros(n, dtype=bool)
-        blocks = []                          # (line rows or None, steps, t, tables)
+        blocks: List[Any] = []               # (line rows or None, steps, t, tables)
         single: List[int] = []               # lines checked one by one
         for start in range(0, n, BULK_LINES):   # blocks small enough to stay in the CPU cache
             part = self._bulk_part(lines[start:start + BULK_LINES], f.rank, start, n,
@@ -463,16 +463,16 @@ class SpoolTailer:
             lines_at = (None if n == total else np.arange(start, start + n)) if index is None \
                 else index + start
             if block is None:
-                single.extend(range(start, start + n) if index is None else lines_at.tolist())
+                single.extend(range(start, start + n) if lines_at is None else lines_at.tolist())
                 continue
-            *block, good = block
+            *columns, good = block
             if good is not None:             # rows with "nan" & co: those one by one
                 at = np.arange(start, start + n) if lines_at is None else lines_at
                 odd = np.ones(len(rows), dtype=bool)
                 odd[good] = False
                 single.extend(at[odd].tolist())
                 lines_at = at[good]
-            blocks.append((lines_at, *block))
+            blocks.append((lines_at, *columns))
             is_step[slice(start, start + n) if lines_at is None else lines_at] = True
         return events
 

@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from msdoctor.core.batch import StepBatch
+from msdoctor.core.spool import Chunk
 
 DEFAULT_CAPACITY = 4096
 STATUSES = ("running", "completed", "failed", "stopped")
@@ -196,10 +197,10 @@ class RankState:
                 s, v = steps[mask], column[mask]
             if s.shape[0] == 0:
                 continue
-            series = self.series.get(name)
-            if series is None:
-                series = self.series[name] = Series(self.capacity)
-            series._append(s, v)           # increasing and beyond every buffered step
+            buffer = self.series.get(name)
+            if buffer is None:
+                buffer = self.series[name] = Series(self.capacity)
+            buffer._append(s, v)           # increasing and beyond every buffered step
         self.last_step = int(steps[-1])
         names = self.series if keep is not None else batch.columns
         for name in names:
@@ -274,7 +275,7 @@ class Store:
             rank_state = state.ranks[rank] = RankState(rank, capacity=self.capacity)
         return rank_state
 
-    def apply(self, chunk: Any) -> RankState:
+    def apply(self, chunk: Chunk) -> RankState:
         """Update the state from one spool Chunk; return the rank's state."""
         state = self.rank(chunk.run, chunk.rank)
         c = state.counters

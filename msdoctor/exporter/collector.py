@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import platform
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple
 
-from prometheus_client.core import (
-    CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric,
-)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
 from msdoctor import __version__
+from msdoctor.core.state import Store
 from msdoctor.exporter import names
 from msdoctor.exporter.names import MetricSpec
 
@@ -37,14 +36,13 @@ class Family:
         self.values.append(value)
 
 
-class AlertSource:
-    """What the collector needs from the alert feed (see :class:`msdoctor.delivery.feed.AlertFeed`)."""
+class AlertSource(Protocol):
+    """What the collector needs from the alert feed (the pipeline's :class:`msdoctor.core.alerts.active.ActiveAlerts`)."""
 
-    def active(self) -> List[dict]:  # pragma: no cover - protocol
-        raise NotImplementedError
+    def active(self) -> List[dict]: ...
 
 
-class DeliveryStats:
+class DeliveryStats(Protocol):
     """What the collector needs from a deliverer: ``receiver`` and ``stats`` counters."""
 
     receiver: str
@@ -62,13 +60,13 @@ def _retry(fn: Callable[[], Any], attempts: int = 3) -> Any:
     return None  # pragma: no cover
 
 
-def snapshot_families(store: Any, alerts: Optional[AlertSource] = None,
+def snapshot_families(store: Store, alerts: Optional[AlertSource] = None,
                       deliverers: Sequence[DeliveryStats] = ()) -> List[Family]:
     """Every family ``/metrics`` exposes, read from ``store`` now (in :data:`names.ALL` order)."""
     return _retry(lambda: _families(store, alerts, deliverers))
 
 
-def _families(store: Any, alerts: Optional[AlertSource],
+def _families(store: Store, alerts: Optional[AlertSource],
               deliverers: Sequence[DeliveryStats]) -> List[Family]:
     gauges = [Family(spec) for spec in names.RANK_GAUGES]
     sources = [(f.spec.source, f.keys.append, f.values.append) for f in gauges]
@@ -152,7 +150,7 @@ class StoreCollector:
     >>> generate_latest(registry)
     """
 
-    def __init__(self, store: Any, alerts: Optional[AlertSource] = None,
+    def __init__(self, store: Store, alerts: Optional[AlertSource] = None,
                  deliverers: Iterable[DeliveryStats] = ()) -> None:
         self.store = store
         self.alerts = alerts

@@ -11,11 +11,14 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, ContextManager, List, Optional, Sequence
 
+from msdoctor.core.state import Store
 from msdoctor.delivery import AlertmanagerDeliverer, Deliverer, WebhookDeliverer
-
 from msdoctor.wire.layout import DEFAULT_LISTEN, TOKEN_ENV
+
+if TYPE_CHECKING:   # imported when the server starts (prometheus_client stays unloaded until then)
+    from msdoctor.http.server import SidecarServer
 
 
 def add_arguments(parser: argparse.ArgumentParser, listen: bool = True) -> None:
@@ -45,7 +48,7 @@ class Endpoint:
         self.run_dir = Path(run_dir)
         self.listen, self.allow_remote, self.api_token = listen, allow_remote, api_token
         self.deliverers: List[Deliverer] = list(deliverers)
-        self.server: Any = None
+        self.server: Optional[SidecarServer] = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "Endpoint":
@@ -62,7 +65,8 @@ class Endpoint:
         return cls(args.run_dir, listen=args.listen, allow_remote=args.allow_remote,
                    api_token=token, deliverers=deliverers)
 
-    def start(self, store: Any, alerts: Any, lock: Any = None) -> Any:
+    def start(self, store: Store, alerts: Any,
+              lock: Optional[ContextManager[Any]] = None) -> SidecarServer:
         """Start the HTTP server and the deliverers over ``store`` and ``alerts`` (the
         pipeline's active-alert set); return the server.
 

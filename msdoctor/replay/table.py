@@ -16,10 +16,10 @@ from typing import Any, Dict, List, Optional
 
 import numpy as np
 
-from msdoctor.wire.schema import STEP_SIGNALS
 from msdoctor.replay.numbers import flags, floats
 from msdoctor.replay.recording import Block, Recording
 from msdoctor.replay.textfile import Progress, blocks
+from msdoctor.wire.schema import STEP_SIGNALS
 
 KNOWN = frozenset(("step", "t", "rank", "run", "overflow", "tokens_per_s") + STEP_SIGNALS)
 

@@ -21,7 +21,7 @@ def write_png(result: Dict[str, Any], series: SeriesCollector, title: str, out: 
               ("tokens_per_s" if series.series("tokens_per_s") else "step_time_s", "throughput", False)]
     fig, axes = plt.subplots(len(panels), 1, figsize=(10, 11), sharex=True)
     for ax, (name, label, log_y) in zip(axes, panels):
-        for (run, rank), (x, y) in list(series.series(name).items())[:8]:
+        for (_run, rank), (x, y) in list(series.series(name).items())[:8]:
             ax.plot(x, y, lw=0.6, alpha=0.5 if name == "loss" else 1.0, label=f"rank {rank}")
             if name == "loss":
                 ax.plot(x, smooth(y), lw=1.6)

@@ -16,7 +16,7 @@ from msdoctor.wire.schema import EventError, validate
 try:  # optional accelerator, same results
     import orjson as _orjson
 except ImportError:  # pragma: no cover - exercised only without orjson
-    _orjson = None
+    _orjson = None  # type: ignore[assignment]
 
 
 def _finite_safe(value: Any) -> Any:

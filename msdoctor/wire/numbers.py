@@ -23,7 +23,7 @@ def to_wire(value: Any) -> Any:
 def to_wire_list(values: Any) -> List[Any]:
     """A float array (numpy or a sequence) as a JSON-safe list; only non-finite entries are
     touched, so a finite array costs one ``tolist``."""
-    import numpy as np   # the hooks never call this; keep the module importable without numpy
+    import numpy as np  # the hooks never call this; keep the module importable without numpy
 
     array = np.asarray(values, dtype=np.float64)
     out = array.tolist()

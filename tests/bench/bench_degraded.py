@@ -11,9 +11,9 @@ larger configuration, GRAPH mode, CPU) in ONE process, rounds interleaved betwee
 
 Each round's rate is timed by a clock callback placed last, from the end of the round's first
 step to the end of its last; the process CPU time per step is taken over the same span (less
-sensitive than wall time to other work on a shared machine). Prints the median (and min-max) per case, the slowdowns of the medians, and the median of the
-per-round ratios (rounds are adjacent in time, so this pairing cancels most of the drift of a
-shared machine).
+sensitive than wall time to other work on a shared machine). Prints the median (and min-max)
+per case, the slowdowns of the medians, and the median of the per-round ratios (rounds are
+adjacent in time, so this pairing cancels most of the drift of a shared machine).
 Target: failing hooks cost <= 1 % against writing hooks.
 
 Run: .venv/bin/python tests/bench/bench_degraded.py [--rounds R] [--steps K]

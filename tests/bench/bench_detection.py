@@ -38,10 +38,10 @@ for path in (HERE, ROOT):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from msdoctor.core.batch import StepBatch                      # noqa: E402
-from msdoctor.core.engine import Engine, load_rules            # noqa: E402
-from synthetic import (ANOMALIES, SPARSE, Run, anomaly_specs, clean_specs, generate,  # noqa: E402
-                       run_start)
+from msdoctor.core.batch import StepBatch  # noqa: E402
+from msdoctor.core.engine import Engine, load_rules  # noqa: E402
+
+from synthetic import ANOMALIES, SPARSE, Run, anomaly_specs, clean_specs, generate, run_start  # noqa: E402
 
 RULES_DIR = os.path.join(ROOT, "rules")
 #: Seed sets: thresholds were tuned on TUNE; TEST was held out until the rules were final
@@ -121,7 +121,7 @@ def replay(run: Run, engine: Engine) -> Outcome:
     edges = sorted({*range(0, rows, slab), *(row for row, _ in run.restarts), rows})
     restarts = dict(run.restarts)
     for lo, hi in zip(edges[:-1], edges[1:]):
-        for rank, cols in run.ranks.items():
+        for rank in run.ranks:
             if lo in restarts:                           # the process was restarted
                 engine.process(rid, rank, [run_start(run, rank, restarts[lo])])
             engine.process(rid, rank, (), batch_of(run, rank, lo, hi))

@@ -37,14 +37,17 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import orjson  # noqa: E402
 
-from msdoctor.core.batch import StepBatch  # noqa: E402
 from msdoctor.cli.replay import replay  # noqa: E402
-from msdoctor.core.spool import drain as poll_all  # noqa: E402
+from msdoctor.core.batch import StepBatch  # noqa: E402
 from msdoctor.core.engine.evaluator import Engine  # noqa: E402
 from msdoctor.core.engine.loader import default_rules_dir, load_rules, rule_files  # noqa: E402
-from msdoctor.wire import encode, make  # noqa: E402
-from msdoctor.core.spool import SpoolTailer, decode_line  # noqa: E402
 from msdoctor.core.snapshot import split_arrays  # noqa: E402
+from msdoctor.core.spool import (  # noqa: E402
+    SpoolTailer,
+    decode_line,
+    drain as poll_all,  # noqa: E402
+)
+from msdoctor.wire import encode, make  # noqa: E402
 
 BATCH = 8192
 FALLBACK = """
@@ -173,7 +176,7 @@ def throughput(ranks: int, steps: int, repeat: int, rules_dir: Optional[str]) ->
         t_line = median_time(per_line, repeat)
         t_ingest = median_time(ingest, repeat)
         t_eval = median_time(evaluate, repeat)
-        del chunks
+        chunks.clear()                          # free the kept chunks before the whole replay
         t_whole = median_time(whole, repeat)
     n_lines = len(lines)
     s = result["summary"]

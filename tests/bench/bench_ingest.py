@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT))
 import orjson  # noqa: E402
 
 from msdoctor.core import snapshot  # noqa: E402
-from msdoctor.wire import decode, encode, make  # noqa: E402
 from msdoctor.core.spool import SpoolTailer  # noqa: E402
 from msdoctor.core.state import Store  # noqa: E402
+from msdoctor.wire import decode, encode, make  # noqa: E402
 
 
 def write_spool(run_dir: Path, ranks: int, steps: int, seed: int = 0) -> int:

@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 from msdoctor.core.pipeline import Pipeline  # noqa: E402
 from msdoctor.exporter.collector import StoreCollector  # noqa: E402
 from msdoctor.exporter.exposition import LabelCache, render  # noqa: E402
+
 from spool_factory import write_run  # noqa: E402
 
 TARGET_MS = 50.0

@@ -17,10 +17,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO), str(REPO / "tests" / "fixtures" / "logs")]
 
-import logformats  # noqa: E402
-
 from msdoctor.core.engine.loader import default_rules_dir, load_rules  # noqa: E402
 from msdoctor.replay.driver import evaluate, items_of, load  # noqa: E402
+
+import logformats  # noqa: E402
 
 
 def main() -> int:

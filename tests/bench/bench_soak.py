@@ -1,4 +1,4 @@
-"""Load and soak of the real sidecar: ``Sidecar`` with the consumers ``msdoctor serve`` wires
+"""Load and soak of the real sidecar: the ``Pipeline`` ``msdoctor serve`` wires
 (log reporter, rule engine with the shipped rules + journal, rule reloader, alert feed) and
 snapshots every 5 s, as serve runs it.
 
@@ -57,23 +57,21 @@ def peak_mb() -> float:
 
 
 def serve_sidecar(run_dir: Path):
-    """A Sidecar wired like ``msdoctor serve`` (without the HTTP thread)."""
-    from msdoctor.cli.serve import build_consumers
-    from msdoctor.core.pipeline import Pipeline
+    """The pipeline wired like ``msdoctor serve`` (without the HTTP thread)."""
+    from msdoctor.cli.serve import build_pipeline
     from msdoctor.core.engine.loader import default_rules_dir, load_rules
     from msdoctor.http.wiring import Endpoint
 
     args = argparse.Namespace(run_dir=run_dir, rules=None, progress_every=30.0,
-                              ruleset=load_rules([default_rules_dir()]))
+                              ruleset=load_rules([default_rules_dir()]), state_dir=None,
+                              poll=0.5, snapshot_every=5.0)
     endpoint = Endpoint(run_dir)
-    sidecar = Pipeline(run_dir, consumers=build_consumers(args) + endpoint.consumers(),
-                      snapshot_interval=5.0)
-    return sidecar, endpoint
+    return build_pipeline(args, endpoint.deliverers), endpoint
 
 
 def drain(sidecar) -> None:
-    sidecar.last_snapshot = sidecar.clock()
-    while sidecar.poll_once():                  # the loop of Sidecar.run_forever
+    sidecar.last_snapshot = sidecar.clock.now()
+    while sidecar.poll_once():                  # the loop of Pipeline.run_forever
         if sidecar.snapshot_due():
             sidecar.save_snapshot()
 
@@ -105,7 +103,7 @@ def fleet(ranks: int, steps: int) -> None:
     # live: every rank appends k new steps, then one poll
     for k in (1, 10):
         per = []
-        for i in range(5):
+        for _ in range(5):
             first = sidecar.store.runs["soak"].ranks[0].last_step + 1
             t0 = time.time() - dt * (first + k)
             for r in range(ranks):
@@ -121,7 +119,7 @@ def fleet(ranks: int, steps: int) -> None:
               f"{per[-1] * 1e3:.0f}) = {per[len(per) // 2] / ranks * 1e6:.0f} us per chunk")
     from msdoctor.exporter.collector import StoreCollector
     from msdoctor.exporter.exposition import LabelCache, render
-    collector, cache = StoreCollector(sidecar.store, endpoint.feed), LabelCache()
+    collector, cache = StoreCollector(sidecar.store, sidecar.alerts), LabelCache()
     for _ in range(2):                                  # the second scrape reuses label text
         w = time.perf_counter()
         body = render(collector.families(), cache)

@@ -30,13 +30,13 @@ from typing import Callable, List, Tuple
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from msdoctor.core.pipeline import Pipeline  # noqa: E402
 from msdoctor.core.engine import default_rules_dir, load_rules  # noqa: E402
-from msdoctor.core.engine.consumer import EngineConsumer  # noqa: E402
+from msdoctor.core.pipeline import Pipeline  # noqa: E402
 from msdoctor.http.wiring import Endpoint  # noqa: E402
 from msdoctor.tui.app import DoctorApp  # noqa: E402
 from msdoctor.tui.reader import Request  # noqa: E402
 from msdoctor.tui.source import EmbeddedSource, FixedSource, HttpSource, Source  # noqa: E402
+
 from servers import free_port  # noqa: E402
 from spool_factory import append_steps, write_run  # noqa: E402
 
@@ -62,7 +62,7 @@ async def timed_refreshes(source: Source, size: Tuple[int, int], refreshes: int,
             between()
             c0, t0 = time.process_time(), time.perf_counter()
             snap = await asyncio.to_thread(source.fetch, Request(charts=charts))
-            c1, t1 = time.process_time(), time.perf_counter()
+            t1 = time.perf_counter()
             app.show_snapshot(snap)
             if PAUSE:
                 await pilot.pause()
@@ -108,15 +108,14 @@ def main() -> int:
                   nan_at=args.steps - 5, slow_rank=7)
         port = free_port()
         endpoint = Endpoint(run_dir, listen=f"127.0.0.1:{port}")
-        engine = EngineConsumer(load_rules([default_rules_dir()]), run_dir, log_transitions=False)
-        sidecar = Pipeline(run_dir, persist=False, consumers=[engine] + endpoint.consumers(),
-                          poll_interval=0.05)
+        sidecar = Pipeline(run_dir, rules=load_rules([default_rules_dir()]), journal=True,
+                           persist=False, poll_interval=0.05)
         started = time.perf_counter()
         while sidecar.poll_once():
             pass
         print(f"{args.ranks} ranks x {args.steps} steps ingested with the rules in "
               f"{time.perf_counter() - started:.2f} s")
-        endpoint.start(sidecar.store, lock=sidecar.lock)
+        endpoint.start(sidecar.store, sidecar.alerts, lock=sidecar.lock)
         next_step = [args.steps + 1]
         ingest: List[float] = []
 

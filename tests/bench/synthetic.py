@@ -276,7 +276,7 @@ def _config(m: _Model) -> Dict[str, Any]:
 
 def generate(spec: Spec) -> Run:
     """Generate one run (healthy, or with ``spec.anomaly`` injected at ``spec.t0``)."""
-    from anomalies import inject   # sibling module; keeps this one about healthy runs
+    from anomalies import inject  # sibling module; keeps this one about healthy runs
 
     m = _Model(spec)
     full = {rank: _rank_series(m, rank) for rank in range(spec.world_size)}

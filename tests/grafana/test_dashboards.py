@@ -65,8 +65,9 @@ def test_panel_ids_are_unique_and_the_fleet_overview_covers_the_issue_list():
 
 
 def test_provisioning_points_grafana_at_prometheus_and_at_the_dashboards_folder():
-    from grafana.mixin.render import ROOT
     import yaml
+
+    from grafana.mixin.render import ROOT
 
     ds = yaml.safe_load((ROOT / "grafana/provisioning/datasources/msdoctor.yaml").read_text())
     assert ds["datasources"][0]["type"] == "prometheus"

@@ -17,10 +17,10 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
 
-import bench_detection as bench                    # noqa: E402
-from synthetic import Spec, clean_specs, events, generate   # noqa: E402
+from msdoctor.core.batch import columnize  # noqa: E402
 
-from msdoctor.core.batch import columnize               # noqa: E402
+import bench_detection as bench  # noqa: E402
+from synthetic import Spec, clean_specs, events, generate  # noqa: E402
 
 
 @pytest.fixture(scope="module")

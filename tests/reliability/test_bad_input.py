@@ -8,8 +8,8 @@ import pytest
 
 from msdoctor.cli.serve import LogReporter
 from msdoctor.core.pipeline import Pipeline
-from msdoctor.wire import encode, make
 from msdoctor.core.spool import MAX_LINE_BYTES
+from msdoctor.wire import encode, make
 
 
 def step(n: int, **fields) -> bytes:

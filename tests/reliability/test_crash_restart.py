@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from msdoctor.core.alerts import read_alerts
+from msdoctor.core.alerts.feed import AlertFeed
 from msdoctor.core.alerts.journal import AlertJournal, transition_key
 from msdoctor.core.alerts.model import Alert
-from msdoctor.core.pipeline import Pipeline
-from msdoctor.core.alerts.feed import AlertFeed
 from msdoctor.core.engine.consumer import EngineConsumer
 from msdoctor.core.engine.evaluator import Engine
 from msdoctor.core.engine.loader import default_rules_dir, load_rules
+from msdoctor.core.pipeline import Pipeline
 from msdoctor.wire import encode, make
 from tests.reliability.helpers import Serve, alert_lines, spool_lines, toy_training, wait_for
 

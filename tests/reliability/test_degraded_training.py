@@ -8,9 +8,10 @@ import warnings
 from pathlib import Path
 
 import pytest
-from disk import mount_full_tmpfs, unmount
 
 from msdoctor.wire import decode
+
+from disk import mount_full_tmpfs, unmount
 
 STEPS = 30
 

@@ -9,15 +9,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from msdoctor.core.pipeline import Pipeline
 from msdoctor.core.engine.errors import ExprError, RuleSetError
 from msdoctor.core.engine.expr import parse
 from msdoctor.core.engine.loader import default_rules_dir, load_rules
-from msdoctor.wire import EventError, decode, encode, make
+from msdoctor.core.pipeline import Pipeline
 from msdoctor.core.spool import decode_line
+from msdoctor.wire import EventError, decode, encode, make
 
 # ast.parse warns about e.g. "1and" before the parser rejects it; not an error
 pytestmark = pytest.mark.filterwarnings("ignore::SyntaxWarning")

@@ -7,8 +7,8 @@ import time
 
 import numpy as np
 
-from msdoctor.core.pipeline import SNAPSHOT_BUDGET, Pipeline
 from msdoctor.core.engine.context import pack, unpack
+from msdoctor.core.pipeline import SNAPSHOT_BUDGET, Pipeline
 from msdoctor.wire import encode, make
 
 

@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _patch_overflow_check_for_cpu():
     """MFTrainOneStepCell's NPU overflow status op does not exist on the CPU: an isfinite check."""
-    from mindspore import ops
     from mindformers.wrapper.wrapper import MFTrainOneStepCell
+    from mindspore import ops
 
     hyper_map = ops.HyperMap()
     is_bad = ops.MultitypeFuncGraph("is_bad")
@@ -48,13 +48,13 @@ def mf_run(tmp_path_factory):
     os.chdir(tmp)
     try:
         import mindspore as ms
-        from mindspore import nn
-        from mindspore.dataset import GeneratorDataset
         from mindformers import build_context
         from mindformers.core.callback import build_callback
         from mindformers.models.llama import LlamaConfig, LlamaForCausalLM
         from mindformers.tools.logger import _DataFormatter, get_logger
         from mindformers.wrapper.wrapper import MFTrainOneStepCell
+        from mindspore import nn
+        from mindspore.dataset import GeneratorDataset
 
         import trainer_hooks.mindformers  # noqa: F401 - registers MsDoctorMonitor
 

@@ -14,9 +14,18 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
 from trainer_hooks.trainer import options, rundir
-from trainer_hooks.trainer.plan import (ADAM_BETAS, CLIP_NORM, WEIGHT_DECAY, Plan,  # noqa: F401
-                                        launch_run_id, loss_scale_of, make_plan, parallel_mode)
+from trainer_hooks.trainer.plan import (  # noqa: F401
+    ADAM_BETAS,
+    CLIP_NORM,
+    WEIGHT_DECAY,
+    Plan,
+    launch_run_id,
+    loss_scale_of,
+    make_plan,
+    parallel_mode,
+)
 from trainer_hooks.trainer.presets import parameter_count
+
 
 def describe(plan: Plan, args, data: Dict[str, Any], run_id: str) -> Dict[str, Any]:
     """The full run config: ``config.json`` and ``run_start.config``."""

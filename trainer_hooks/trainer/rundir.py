@@ -30,7 +30,8 @@ def recorded(run_dir: Path) -> Optional[Dict[str, Any]]:
     except FileNotFoundError:
         return None
     except ValueError as exc:
-        raise RunDirError(f"{path} is not valid JSON ({exc}): not a run directory of this trainer?")
+        raise RunDirError(
+            f"{path} is not valid JSON ({exc}): not a run directory of this trainer?") from exc
 
 
 def holds_a_run(run_dir: Path, rank: Optional[int] = None) -> bool:

@@ -5,16 +5,21 @@ import sys
 import time
 from typing import Any, Dict, List
 
-import numpy as np
-
 import mindspore as ms
+import numpy as np
 from mindspore import nn
 from mindspore.train import Callback, Model
 
 from trainer_hooks.cell import DoctorTrainOneStepCell
 from trainer_hooks.trainer import checkpoint, dataset, injection, model, schedule
-from trainer_hooks.trainer.plan import (ADAM_BETAS, CLIP_NORM, WEIGHT_DECAY, Plan, loss_scale_of,
-                                        parallel_mode)
+from trainer_hooks.trainer.plan import (
+    ADAM_BETAS,
+    CLIP_NORM,
+    WEIGHT_DECAY,
+    Plan,
+    loss_scale_of,
+    parallel_mode,
+)
 
 
 class StepOrigin(Callback):

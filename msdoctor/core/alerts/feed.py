@@ -15,9 +15,15 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
-from msdoctor.core.alerts.active import HISTORY, KNOWN_STATES, ActiveAlerts, AlertListener, as_record
+from msdoctor.core.alerts.active import (
+    HISTORY,
+    KNOWN_STATES,
+    ActiveAlerts,
+    AlertListener,
+    as_record,
+)
 
-log = logging.getLogger("msdoctor.alerts.feed")
+log = logging.getLogger("msdoctor.core.alerts.feed")
 
 MAX_READ = 4 << 20
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from msdoctor.core.alerts.model import Alert
-
 from msdoctor.wire.layout import ALERTS_FILE
+
 log = logging.getLogger("msdoctor.core.alerts")
 
 #: What identifies a recorded transition when a restarted engine re-evaluates events:

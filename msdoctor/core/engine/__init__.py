@@ -13,7 +13,13 @@ from msdoctor.core.engine.errors import ExprError, RuleError, RuleSetError
 from msdoctor.core.engine.evaluator import Engine
 from msdoctor.core.engine.expr import parse
 from msdoctor.core.engine.lifecycle import Duration
-from msdoctor.core.engine.loader import check_rules, default_rules_dir, load_rules, parse_duration, rule_files
+from msdoctor.core.engine.loader import (
+    check_rules,
+    default_rules_dir,
+    load_rules,
+    parse_duration,
+    rule_files,
+)
 from msdoctor.core.engine.model import Rule, RuleSet
 
 __all__ = ["Engine", "ExprError", "RuleError", "RuleSetError", "parse", "Duration",

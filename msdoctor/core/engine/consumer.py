@@ -59,7 +59,7 @@ class EngineConsumer(Engine):
                  clock: Callable[[], float] | None = None) -> None:
         self.journal = AlertJournal(run_dir)
         self.stopper = StopRequester(run_dir)
-        sinks = [self.journal, self.stopper]
+        sinks: List[Sink] = [self.journal, self.stopper]
         if log_transitions:
             sinks.append(log_alert)
         sinks.extend(extra_sinks)

@@ -22,6 +22,8 @@ from msdoctor.core.engine.lifecycle import INACTIVE, AlertState, advance
 from msdoctor.core.engine.model import Rule, RuleSet
 from msdoctor.core.engine.nodes import Frame, Signal, truthy
 from msdoctor.core.engine.program import CompiledRule, Program
+from msdoctor.core.spool import Chunk
+from msdoctor.core.state import Store
 
 log = logging.getLogger("msdoctor.core.engine")
 Sink = Callable[[Alert], None]
@@ -63,7 +65,7 @@ class Engine:
         return ctx
 
     # -- input ------------------------------------------------------------
-    def on_chunk(self, chunk: Any, store: Any = None) -> List[Alert]:
+    def on_chunk(self, chunk: Chunk, store: Optional[Store] = None) -> List[Alert]:
         """Sidecar consumer hook: one spool chunk of one (run, rank)."""
         events = getattr(chunk, "others", None)
         if events is None:
@@ -95,7 +97,7 @@ class Engine:
             ctx.note_time(event.get("t"))
         return out
 
-    def on_tick(self, now: float, store: Any = None) -> List[Alert]:
+    def on_tick(self, now: float, store: Optional[Store] = None) -> List[Alert]:
         """Clock-driven evaluation of the time-based rules of every rank."""
         out: List[Alert] = []
         if not self._tick_rules:
@@ -168,7 +170,9 @@ class Engine:
             name = cr.rule.alert
             if failed and self._failed(cr, failed):
                 continue
-            cond = truthy(outs[cr.condition][0])
+            condition = outs[cr.condition]
+            assert condition is not None        # only a failed operator (or its users) has none
+            cond = truthy(condition[0])
             st = ctx.alerts.get(name)
             if st is None:
                 if not cond.any():
@@ -178,10 +182,12 @@ class Engine:
                 found.append((tr.row, order, tr, cr))
         out: List[Alert] = []
         for row, _, tr, cr in sorted(found, key=lambda f: f[:2]):   # chronological
-            values = {k: float(outs[i][0][row]) for k, i in cr.values.items()
-                      if outs[i] is not None}
+            values = {k: float(o[0][row]) for k, i in cr.values.items()
+                      if (o := outs[i]) is not None}
+            value = outs[cr.value]
+            assert value is not None
             out.append(self._emit(cr, ctx, tr.state, int(steps[row]), tr.first_step,
-                                  float(outs[cr.value][0][row]), float(t[row]), values))
+                                  float(value[0][row]), float(t[row]), values))
         return out
 
     def _tick_rank(self, ctx: RankContext, now: float) -> List[Alert]:

@@ -11,14 +11,23 @@ bounded before and during parsing, so no input can exhaust the parser.
 from __future__ import annotations
 
 import ast
-import warnings
 import math
+import warnings
 from typing import List, Optional
 
 import msdoctor.core.engine.nodes as nodes
 from msdoctor.core.engine.errors import ExprError
 from msdoctor.core.engine.functions import (
-    ALPHA, CONSTANTS, EXPECTED_ARG, EXPR, FUNCTIONS, IDENT, MAX_STEPS, SIGNALS, STEPS, STEPS0,
+    ALPHA,
+    CONSTANTS,
+    EXPECTED_ARG,
+    EXPR,
+    FUNCTIONS,
+    IDENT,
+    MAX_STEPS,
+    SIGNALS,
+    STEPS,
+    STEPS0,
 )
 from msdoctor.core.engine.nodes import Node
 
@@ -132,10 +141,10 @@ class _Compiler:
             return nodes.BinOp([self.compile(node.left, d), self.compile(node.right, d)], [op])
         if isinstance(node, ast.Compare):
             ops = []
-            for op in node.ops:
-                sym = _CMPOPS.get(type(op))
+            for cmp in node.ops:
+                sym = _CMPOPS.get(type(cmp))
                 if sym is None:
-                    raise self.fail(node, f"comparison {type(op).__name__} is not allowed: "
+                    raise self.fail(node, f"comparison {type(cmp).__name__} is not allowed: "
                                           f"expected < <= > >= == !=")
                 ops.append(sym)
             children = [self.compile(node.left, d)] + [self.compile(c, d) for c in node.comparators]
@@ -154,7 +163,8 @@ class _Compiler:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             sign = -1.0 if isinstance(node.op, ast.USub) else 1.0
             node = node.operand
-        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
+                and not isinstance(node.value, bool):
             return sign * float(node.value)
         return None
 
@@ -199,12 +209,15 @@ class _Compiler:
 
     def _param(self, fname: str, usage: str, arg: ast.AST, kind: str) -> float:
         value = self._literal(arg)
-        ok = value is not None and math.isfinite(value)
-        if ok and kind in (STEPS, STEPS0):
+        if value is None or not math.isfinite(value):
+            ok = False
+        elif kind in (STEPS, STEPS0):
             ok = value.is_integer() and (value >= (1 if kind == STEPS else 0)) and value <= MAX_STEPS
-        elif ok and kind == ALPHA:
+        elif kind == ALPHA:
             ok = 0 < value <= 1
-        if not ok:
+        else:
+            ok = True
+        if not ok or value is None:
             raise self.fail(arg, f"{usage}: {'n' if kind != ALPHA else 'alpha'} must be "
                                  f"{EXPECTED_ARG[kind]}"
                                  f"{' up to ' + str(MAX_STEPS) if kind in (STEPS, STEPS0) else ''}"

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple, Type, Union
 
 import msdoctor.core.engine.nodes as nodes
 import msdoctor.core.engine.orderstats as orderstats
 import msdoctor.core.engine.sequences as sequences
 import msdoctor.core.engine.windows as windows
 from msdoctor.core.engine.nodes import Node
+
+#: A function parameter: a number (a window, an alpha) or a signal name.
+Param = Union[float, str]
 
 #: Per-rank signals an expression may name.
 SIGNALS: Tuple[str, ...] = (
@@ -36,14 +39,14 @@ EXPECTED_ARG = {
 class Function:
     name: str
     args: Tuple[str, ...]
-    build: Callable[[List[Node], List[float]], Node]
+    build: Callable[[List[Node], List[Param]], Node]
     window: bool = False        # consumes the argument's history (no clock inside)
     usage: str = ""
     variadic: bool = False      # the last argument kind may repeat (``args`` is the minimum)
 
 
-def _cls(cls: type, name: str) -> Callable[[List[Node], List[float]], Node]:
-    def build(children: List[Node], params: List[float]) -> Node:
+def _cls(cls: Type[Node], name: str) -> Callable[[List[Node], List[Param]], Node]:
+    def build(children: List[Node], params: List[Param]) -> Node:
         node = cls.__new__(cls)
         node.name = name
         cls.__init__(node, children, params)

@@ -48,8 +48,13 @@ class AlertState:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> "AlertState":
-        return cls(**{k: (math.nan if d.get(k) is None and k != "state" else d.get(k, INACTIVE))
-                      for k in ("state", "since_step", "since_t", "last_true_step", "last_true_t")})
+        def number(key: str) -> float:
+            value = d.get(key)
+            return math.nan if value is None else value
+
+        return cls(state=d.get("state", INACTIVE), since_step=number("since_step"),
+                   since_t=number("since_t"), last_true_step=number("last_true_step"),
+                   last_true_t=number("last_true_t"))
 
 
 class Transition(NamedTuple):

@@ -11,7 +11,7 @@ import os
 import re
 import sysconfig
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import yaml
 from yaml.constructor import SafeConstructor
@@ -31,6 +31,9 @@ _DURATION = re.compile(r"\s*(\d+)\s*(steps?)\s*\Z|\s*(\d+(?:\.\d+)?)\s*([smh])\s
 DURATION_FORM = 'a duration like "10 steps", "30s", "5m" or "1h"'
 _SCALE = {"s": 1.0, "m": 60.0, "h": 3600.0}
 
+#: A file or directory name, as the callers hold it.
+StrPath = Union[str, "os.PathLike[str]"]
+
 
 def default_rules_dir() -> Path:
     """The shipped rules: the checkout's ``rules/`` (source or editable install), else the copy a
@@ -49,7 +52,7 @@ def default_rules_dir() -> Path:
     return checkout
 
 
-def rule_files(paths: Sequence[Any]) -> List[Path]:
+def rule_files(paths: Sequence[StrPath]) -> List[Path]:
     """Files named by ``paths``: a directory stands for its ``*.yaml``/``*.yml`` (not recursive)."""
     out: List[Path] = []
     for p in paths:
@@ -129,7 +132,7 @@ class _Walker:
         return out
 
 
-def load_rules(paths: Sequence[Any]) -> RuleSet:
+def load_rules(paths: Sequence[StrPath]) -> RuleSet:
     """Load and validate ``paths``; raise :class:`RuleSetError` listing every error."""
     ruleset, errors = check_rules(paths)
     if errors:
@@ -137,7 +140,7 @@ def load_rules(paths: Sequence[Any]) -> RuleSet:
     return ruleset
 
 
-def check_rules(paths: Sequence[Any]) -> Tuple[RuleSet, List[RuleError]]:
+def check_rules(paths: Sequence[StrPath]) -> Tuple[RuleSet, List[RuleError]]:
     """Load what can be loaded and collect every error (of every file)."""
     errors: List[RuleError] = []
     ruleset = RuleSet()
@@ -282,8 +285,7 @@ def _load_rule(w: _Walker, node: Any) -> Optional[Rule]:
         action = w.scalar(action_node) if isinstance(action_node, yaml.ScalarNode) else None
         if action not in ACTIONS:
             w.error(action_node, f"unknown action {action!r}: expected {' or '.join(ACTIONS)}")
-    ok = len(w.errors) == before and alert is not None and condition is not None
-    if not ok:
+    if len(w.errors) != before or alert is None or condition is None:
         return None
     return Rule(alert=alert, expr=str(w.scalar(raw["expr"][1])), condition=condition,
                 value=value if value is not None else condition.value_node(),
@@ -354,7 +356,7 @@ def _annotations(w: _Walker, item: Optional[Tuple[Any, Any]], labels: Optional[D
     if "values" in raw and isinstance(raw["values"][1], yaml.MappingNode):
         declared_values = {w.scalar(k) for k, _ in raw["values"][1].value
                            if isinstance(k, yaml.ScalarNode)}
-    for key, (key_node, value_node) in (amap or {}).items():
+    for key, (_key_node, value_node) in (amap or {}).items():
         text = w.scalar(value_node) if isinstance(value_node, yaml.ScalarNode) else None
         if not isinstance(text, str):
             if isinstance(text, (int, float)) and not isinstance(text, bool):
@@ -385,6 +387,6 @@ def _annotations(w: _Walker, item: Optional[Tuple[Any, Any]], labels: Optional[D
     return annotations, templates
 
 
-def iter_rules(paths: Iterable[Any]) -> List[Rule]:
+def iter_rules(paths: Iterable[StrPath]) -> List[Rule]:
     """Convenience: the rules of ``paths`` (raises :class:`RuleSetError`)."""
     return list(load_rules(list(paths)))

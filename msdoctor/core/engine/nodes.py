@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
+
+from msdoctor.core.batch import StepBatch
+from msdoctor.core.engine.context import RankContext
 
 Mask = Union[None, bool, np.ndarray]
 Out = Tuple[np.ndarray, Mask]
@@ -26,8 +29,8 @@ class Frame:
     steps: np.ndarray                  # int64 step numbers
     fsteps: np.ndarray                 # the same as float64
     t: np.ndarray                      # float64 wall time, non-decreasing
-    batch: Any                         # msdoctor.core.batch.StepBatch, or None on a tick
-    rank: Any                          # msdoctor.core.engine.context.RankContext
+    batch: Optional[StepBatch]         # None on a tick
+    rank: RankContext
     now: Optional[float] = None        # the clock on a tick, None in a batch
     memo: Dict[Any, Any] = field(default_factory=dict)   # work operators share within a batch
 
@@ -44,7 +47,7 @@ def combine(masks: Sequence[Mask]) -> Mask:
             return None
         if mask is False:
             continue
-        result = mask if result is False else (result | mask)
+        result = (result | mask) if isinstance(result, np.ndarray) else mask
     return result
 
 
@@ -119,7 +122,7 @@ class Signal(Node):
             return frame.fsteps, None
         batch = frame.batch
         column = None if batch is None else batch.columns.get(name)
-        if column is None:
+        if batch is None or column is None:
             return np.full(frame.n, state["last"]), False
         mask = batch.masks.get(name)
         if mask is None:
@@ -140,7 +143,8 @@ def locf(values: np.ndarray, mask: np.ndarray, state: Dict[str, Any], key: str =
     return out
 
 
-_ARITH = {
+_Ufunc = Callable[[np.ndarray, np.ndarray], np.ndarray]
+_ARITH: Dict[str, _Ufunc] = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide, "%": np.fmod,
 }
 
@@ -178,7 +182,7 @@ class Neg(Node):
         return -a, ma
 
 
-_CMP = {
+_CMP: Dict[str, _Ufunc] = {
     "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal, "==": np.equal,
 }
 
@@ -195,13 +199,14 @@ class Compare(Node):
         return "(" + "".join(parts) + ")"
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        result = None
+        result: Optional[np.ndarray] = None
         for op, (a, _), (b, _) in zip(self.params, args, args[1:]):
             if op == "!=":
                 r = (a != b) & ~np.isnan(a) & ~np.isnan(b)
             else:
                 r = _CMP[op](a, b)
             result = r if result is None else (result & r)
+        assert result is not None                   # a chain has at least one comparison
         return result.astype(np.float64), combine([m for _, m in args])
 
     def value_node(self) -> Node:

@@ -9,14 +9,23 @@ Each anchor sorts its window once (a padded 2-D gather + ``np.sort``).
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, Hashable, List, Optional, Tuple
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from msdoctor.core.engine.nodes import Frame, Node, Out, locf
-from msdoctor.core.engine.windows import (_EMPTY_F, _EMPTY_I, WindowNode, _first, episode_starts,
-                                     gather, keep, point_rows, search_right)
+from msdoctor.core.engine.windows import (
+    _EMPTY_F,
+    _EMPTY_I,
+    WindowNode,
+    _first,
+    episode_starts,
+    gather,
+    keep,
+    point_rows,
+    search_right,
+)
 
 MAD_SCALE = 1.4826      # MAD -> standard deviation for normal data
 MEANAD_SCALE = 1.2533   # mean absolute deviation -> standard deviation
@@ -51,7 +60,7 @@ def sorted_windows(V: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Tuple[np.nd
     return matrix, cnt
 
 
-def constant(V: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+def constant(V: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Optional[float]:
     """The value of every point in the windows ``V[lo:hi]`` if they are all equal (and
     non-zero: 0.0 and -0.0 are equal but not the same), else None."""
     if lo.shape[0] == 0:
@@ -128,7 +137,7 @@ def _anchored(steps: np.ndarray, s: int, before: bool) -> Tuple[np.ndarray, np.n
     return anchors[new], np.cumsum(new) - 1
 
 
-def anchor_windows(frame: Frame, key: str, V: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+def anchor_windows(frame: Frame, key: Hashable, V: np.ndarray, lo: np.ndarray, hi: np.ndarray,
                    anchors: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`sorted_windows` of the anchors' windows, and their medians: ``(matrix, cnt, med)``.
 

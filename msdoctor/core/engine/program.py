@@ -92,7 +92,7 @@ class Program:
         fresh: Dict[int, float] = {}
         with np.errstate(all="ignore"):
             for i in self.clock_nodes:
-                args = []
+                args: List[Out] = []
                 for a in self.args[i]:
                     value = fresh.get(a, last[a])
                     args.append((np.array([value], dtype=np.float64), None))

@@ -21,7 +21,7 @@ from msdoctor.core.alerts.model import Alert
 from msdoctor.core.batch import DERIVED, columnize
 from msdoctor.core.engine.errors import RuleSetError
 from msdoctor.core.engine.evaluator import Engine
-from msdoctor.core.engine.loader import load_rules
+from msdoctor.core.engine.loader import StrPath, load_rules
 from msdoctor.core.engine.series import SeriesError, expand
 from msdoctor.wire.schema import STEP_SIGNALS, make
 
@@ -62,7 +62,7 @@ class _Rank:
     ended: bool = False
 
 
-def run_test_file(path: Any) -> List[TestResult]:
+def run_test_file(path: StrPath) -> List[TestResult]:
     """Run every test of one file; problems with the file itself become a failed result."""
     path = Path(path)
     try:

@@ -6,7 +6,7 @@ rows; the carry-over between batches is a few scalars.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -14,7 +14,7 @@ from msdoctor.core.engine.nodes import Frame, Node, Out, locf
 from msdoctor.core.engine.windows import _EMPTY_I, episode_starts, point_rows
 
 
-def _points(frame: Frame, arg: Out) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _points(frame: Frame, arg: Out) -> Tuple[Optional[np.ndarray], np.ndarray, np.ndarray]:
     """(row mask or None, step numbers, values) of the points of ``arg``."""
     rows = point_rows(arg, frame.n)
     if rows is None:

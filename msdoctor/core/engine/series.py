@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import List
+from typing import List, Optional
 
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf|nan"
 _TOKEN = re.compile(rf"(?P<a>{_NUM})(?:(?P<op>[+-])(?P<b>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+))?"
@@ -18,17 +18,17 @@ class SeriesError(ValueError):
     pass
 
 
-def expand(text: object) -> List[float]:
+def expand(text: object) -> List[Optional[float]]:
     """Expand a series; ``None`` entries stand for "not recorded" (returned as NaN-free None)."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return [float(text)]
     if not isinstance(text, str):
         raise SeriesError(f"expected a series string ({FORM}), got {text!r}")
-    out: List[float] = []
+    out: List[Optional[float]] = []
     for token in text.split():
         m = _BLANK.match(token)
         if m:
-            out.extend([None] * (int(m.group("n")) if m.group("n") else 1))  # type: ignore[list-item]
+            out.extend([None] * (int(m.group("n")) if m.group("n") else 1))
         else:
             m = _TOKEN.match(token)
             if m is None:

@@ -161,7 +161,7 @@ class Aggregate(WindowNode):
         return out, args[0][1]
 
 
-def range_extreme(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, fn: Any) -> np.ndarray:
+def range_extreme(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, fn: np.ufunc) -> np.ndarray:
     """``fn``-reduce ``V[lo:hi]`` for every (lo, hi) pair (sparse table; NaN when empty)."""
     cnt = hi - lo
     out = np.full(lo.shape[0], np.nan)

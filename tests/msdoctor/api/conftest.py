@@ -6,11 +6,11 @@ import json
 import pytest
 
 from msdoctor.api import Api, Context
-from msdoctor.core.pipeline import Pipeline
 from msdoctor.core.alerts.feed import AlertFeed
-from spool_factory import write_run
+from msdoctor.core.pipeline import Pipeline
 
 from api_fixtures import FIRING
+from spool_factory import write_run
 
 
 @pytest.fixture

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from msdoctor.api import openapi
-from spool_factory import append_steps
+
 from api_fixtures import FIRING
+from spool_factory import append_steps
 
 
 def get(api, path, query=""):

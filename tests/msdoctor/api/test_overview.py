@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from spool_factory import append_steps
 from api_fixtures import FIRING
+from spool_factory import append_steps
 
 
 def get(api, query=""):

@@ -73,7 +73,7 @@ def test_replay_prints_a_table_with_the_fix(tmp_path):
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert any(l.split()[:4] == ["250", "1", "critical", "LossNonFinite"] for l in lines)
+    assert any(line.split()[:4] == ["250", "1", "critical", "LossNonFinite"] for line in lines)
 
 
 def test_replay_refuses_an_invalid_rule_set(tmp_path):

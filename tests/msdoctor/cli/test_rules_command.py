@@ -18,7 +18,7 @@ def test_check_prints_every_error_with_its_position_and_exits_1():
     bad = FIXTURES / "values.bad.yaml"
     proc = msdoctor("rules", "check", str(bad), str(FIXTURES / "structure.bad.yaml"))
     assert proc.returncode == 1
-    lines = [l for l in proc.stderr.splitlines() if l.startswith(str(FIXTURES))]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith(str(FIXTURES))]
     assert len(lines) == 9 + 8
     assert f"{bad}:16:14: group \"g\" rule \"R1\": invalid 'for'" in proc.stderr
     assert "17 errors in 2 files" in proc.stderr
@@ -43,8 +43,8 @@ def test_list_shows_name_severity_and_summary():
     proc = msdoctor("rules", "list", "--rules", str(FIXTURES / "full.good.yaml"))
     assert proc.returncode == 0
     assert proc.stdout.splitlines()[0].split() == ["ALERT", "SEVERITY", "SUMMARY"]
-    assert any(l.startswith("JobHung") and "critical" in l and "No step for" in l
-               for l in proc.stdout.splitlines())
+    assert any(line.startswith("JobHung") and "critical" in line and "No step for" in line
+               for line in proc.stdout.splitlines())
 
 
 def test_test_reports_pass_and_fail_with_a_diff(tmp_path):

@@ -16,6 +16,7 @@ from msdoctor.core.pipeline import Pipeline
 from msdoctor.replay.driver import replay_paths
 from msdoctor.tui.source import EmbeddedSource
 from msdoctor.wire import encode, make
+
 from spool_factory import STEP_TIME, append_steps, rank_file, write_run
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -6,11 +6,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from msdoctor.wire import EventError, decode, encode, make
 from msdoctor.core.spool import SpoolTailer, decode_line
+from msdoctor.wire import EventError, decode, encode, make
 
 
 def step_line(rank: int, step: int, **fields) -> bytes:
@@ -231,8 +230,8 @@ def test_a_removed_file_is_reported_and_forgotten_so_a_new_one_is_read_from_the_
 
 
 def test_a_step_number_beyond_64_bits_is_reported_with_its_line_and_the_rest_is_ingested(tmp_path):
-    from msdoctor.wire import encode
     from msdoctor.core.spool import SpoolTailer
+    from msdoctor.wire import encode
 
     lines = [encode({"v": 1, "type": "step", "rank": 0, "step": i + 1, "loss": 1.0})
              for i in range(3000)]

@@ -7,12 +7,11 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import msdoctor.core.spool as spool
-from msdoctor.wire import encode, make
 from msdoctor.core.spool import SpoolTailer
+from msdoctor.wire import encode, make
 
 
 def read_all(run_dir: Path, bulk: bool, monkeypatch) -> tuple:

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from msdoctor.core.batch import columnize
-from msdoctor.wire import make
 from msdoctor.core.spool import Chunk, SpoolError
 from msdoctor.core.state import Series, Store, count_repeats, keep_last_writes
+from msdoctor.wire import make
 
 
 def step(rank: int, n: int, **fields):

@@ -9,8 +9,9 @@ import pytest
 
 from msdoctor.delivery import AlertmanagerDeliverer, WebhookDeliverer
 from msdoctor.delivery.alertmanager import rfc3339
-from receiver import Receiver
+
 import servers
+from receiver import Receiver
 
 
 def transition(state="firing", rank=0, **extra):

@@ -7,10 +7,11 @@ import time
 
 import pytest
 
-import servers
-from msdoctor.core.pipeline import Pipeline
 from msdoctor.core.alerts.feed import AlertFeed
+from msdoctor.core.pipeline import Pipeline
 from msdoctor.delivery import AlertmanagerDeliverer
+
+import servers
 from spool_factory import write_run
 
 pytestmark = [pytest.mark.slow,

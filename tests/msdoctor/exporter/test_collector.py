@@ -13,6 +13,7 @@ from msdoctor.core.pipeline import Pipeline
 from msdoctor.exporter import names
 from msdoctor.exporter.collector import StoreCollector
 from msdoctor.exporter.exposition import LabelCache, format_values, render
+
 from spool_factory import append_steps, write_run
 
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-import servers
 from grafana.mixin import alerts
 from grafana.mixin.render import DASHBOARDS, dashboard_queries, render_rules
+
+import servers
 from spool_factory import write_run
 
 pytestmark = [pytest.mark.slow,
@@ -30,8 +31,8 @@ RUN = "fleet-run"
 def _engine_alerts(run_dir: Path) -> None:
     """Run the real rule engine over node A's spool so alerts.jsonl holds its transitions."""
     from msdoctor.core.alerts import AlertJournal
-    from msdoctor.core.pipeline import Pipeline
     from msdoctor.core.engine import Engine, default_rules_dir, load_rules
+    from msdoctor.core.pipeline import Pipeline
 
     engine = Engine(load_rules([default_rules_dir()]), sinks=[AlertJournal(run_dir)])
     Pipeline(run_dir, persist=False, consumers=[engine]).poll_once()

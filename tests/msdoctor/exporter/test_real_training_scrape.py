@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-import servers
 from grafana.mixin.render import DASHBOARDS, dashboard_queries
+
+import servers
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(servers.PROMETHEUS is None,

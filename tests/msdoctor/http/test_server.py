@@ -13,6 +13,7 @@ from msdoctor.core.pipeline import Pipeline
 from msdoctor.exporter.collector import StoreCollector
 from msdoctor.exporter.exposition import CONTENT_TYPE
 from msdoctor.http.server import ListenError, SidecarServer, check_listen, parse_listen
+
 from spool_factory import write_run
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-import logformats
 import pytest
+
+import logformats
 
 
 def _site_packages() -> Path:

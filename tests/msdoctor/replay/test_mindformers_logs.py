@@ -7,11 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import logformats as L
 import numpy as np
 import pytest
 
 from msdoctor.replay.driver import evaluate, items_of, load
+
+import logformats as L
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 REPO = Path(__file__).resolve().parents[3]

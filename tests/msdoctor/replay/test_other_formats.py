@@ -7,13 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import logformats as L
 import numpy as np
 import pytest
 
-from msdoctor.wire import encode, make
 from msdoctor.replay.driver import evaluate, items_of, load, replay_paths
 from msdoctor.replay.formats import FormatError
+from msdoctor.wire import encode, make
+
+import logformats as L
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 REPO = Path(__file__).resolve().parents[3]

@@ -7,10 +7,11 @@ import math
 import numpy as np
 
 from msdoctor.core.batch import columnize
-from msdoctor.core.engine import default_rules_dir, load_rules
 from msdoctor.core.clock import MAX_GAP_TICKS, TICK_S, gap_ticks, split_at_gaps
+from msdoctor.core.engine import default_rules_dir, load_rules
 from msdoctor.replay.driver import replay_paths
 from msdoctor.wire import encode, make
+
 from spool_factory import STEP_TIME, append_steps, rank_file, write_run
 
 T0 = 1_700_000_000.0

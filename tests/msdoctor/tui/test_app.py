@@ -4,12 +4,13 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Input, TabbedContent
 
-from fixed_data import NAN_FIX, snapshot
 from msdoctor.tui.alertscreen import AlertScreen
 from msdoctor.tui.app import DoctorApp
 from msdoctor.tui.helpscreen import HelpScreen
 from msdoctor.tui.ranktable import RankTable
 from msdoctor.tui.source import FixedSource
+
+from fixed_data import NAN_FIX, snapshot
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from fixed_data import snapshot
 from msdoctor.tui.app import DoctorApp
 from msdoctor.tui.source import FixedSource
+
+from fixed_data import snapshot
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
-import spool_factory
-from msdoctor.core.pipeline import Pipeline
 from msdoctor.core.engine import default_rules_dir, load_rules
-from msdoctor.wire import encode
+from msdoctor.core.pipeline import Pipeline
 from msdoctor.http.wiring import Endpoint
 from msdoctor.tui.app import DoctorApp
 from msdoctor.tui.ranktable import RankTable
 from msdoctor.tui.reader import Request, SourceError
 from msdoctor.tui.source import EmbeddedSource, HttpSource
+from msdoctor.wire import encode
+
+import spool_factory
 from servers import free_port
 
 pytestmark = pytest.mark.timeout(120)

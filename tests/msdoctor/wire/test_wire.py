@@ -5,8 +5,7 @@ import json
 import math
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from msdoctor.wire import EVENT_TYPES, STEP_SIGNALS, EventError, decode, encode, make, validate
 from msdoctor.wire.codec import loads

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from trainer_hooks.trainer import tokens
+
 from trainer_runs import Runs
 
 

@@ -6,9 +6,9 @@ import math
 from pathlib import Path
 
 from msdoctor.core.alerts import read_alerts
-from msdoctor.core.pipeline import Pipeline
 from msdoctor.core.engine.consumer import EngineConsumer
 from msdoctor.core.engine.loader import load_rules
+from msdoctor.core.pipeline import Pipeline
 from msdoctor.wire import encode, make
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "rules"

@@ -10,8 +10,8 @@ import pytest
 from msdoctor.core.batch import columnize
 from msdoctor.core.engine.evaluator import Engine
 from msdoctor.core.engine.loader import load_rules
-from msdoctor.wire import make
 from msdoctor.core.snapshot import join_arrays, split_arrays
+from msdoctor.wire import make
 
 RULES = """
 version: 1

@@ -7,7 +7,13 @@ import pytest
 
 from msdoctor.core.engine.errors import RuleSetError
 from msdoctor.core.engine.lifecycle import Duration
-from msdoctor.core.engine.loader import check_rules, default_rules_dir, load_rules, parse_duration, rule_files
+from msdoctor.core.engine.loader import (
+    check_rules,
+    default_rules_dir,
+    load_rules,
+    parse_duration,
+    rule_files,
+)
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "rules"
 

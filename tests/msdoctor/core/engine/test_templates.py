@@ -6,7 +6,12 @@ import math
 import pytest
 
 from msdoctor.core.engine.series import SeriesError, expand
-from msdoctor.core.engine.templates import TemplateError, humanize, humanize_duration, parse_template
+from msdoctor.core.engine.templates import (
+    TemplateError,
+    humanize,
+    humanize_duration,
+    parse_template,
+)
 
 SCOPE = {"value": 0.12345678, "step": 120, "first_step": 100, "run": "r1",
          "labels": {"rank": "3", "severity": "critical"}, "values": {"period": 300.0}}

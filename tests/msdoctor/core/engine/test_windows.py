@@ -117,8 +117,6 @@ def test_robust_z_matches_the_reference_and_is_nan_until_the_window_is_covered(s
         S, V = points(steps, values, i - 1) if i else (np.zeros(0, np.int64), np.zeros(0))
         if first is None and S.size:
             first = S[0]
-        if first is None and math.isfinite(x):
-            first_now = q
         a = ((q - 1) // s_) * s_
         w = in_window(S, V, a - n, a)
         f = S[0] if S.size else math.inf
