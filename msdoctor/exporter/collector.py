@@ -37,7 +37,7 @@ class Family:
 
 
 class AlertSource(Protocol):
-    """What the collector needs from the alert feed (the pipeline's :class:`msdoctor.core.alerts.active.ActiveAlerts`)."""
+    """What the collector needs from the alert set (:class:`msdoctor.core.alerts.active.ActiveAlerts`)."""
 
     def active(self) -> List[dict]: ...
 

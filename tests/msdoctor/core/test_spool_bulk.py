@@ -9,7 +9,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-import msdoctor.core.spool as spool
+import msdoctor.core.spool_bulk as spool_bulk
 from msdoctor.core.spool import SpoolTailer
 from msdoctor.wire import encode, make
 
@@ -114,7 +114,7 @@ def test_bulk_and_line_by_line_decoding_give_the_same_chunks_errors_and_position
     run_dir = tmp_path_factory.mktemp("run")
     (run_dir / "events").mkdir()
     (run_dir / "events" / "rank-0.jsonl").write_bytes(b"".join(lines))
-    monkeypatch.setattr(spool, "BULK_LINES", block)      # also exercise several blocks per read
+    monkeypatch.setattr(spool_bulk, "BULK_LINES", block)      # also exercise several blocks per read
     got, bulk = read_all(run_dir, True, monkeypatch)
     expected, exact = read_all(run_dir, False, monkeypatch)
     assert_same_chunks(got, expected)
@@ -127,7 +127,7 @@ def test_a_clean_spool_is_decoded_in_bulk_without_per_event_checks(tmp_path, mon
     (tmp_path / "events").mkdir()
     (tmp_path / "events" / "rank-2.jsonl").write_bytes(b"".join(lines))
     checked = []
-    monkeypatch.setattr(spool, "check_event", lambda event: checked.append(event) or event)
+    monkeypatch.setattr(spool_bulk, "check_event", lambda event: checked.append(event) or event)
     [chunk] = SpoolTailer(tmp_path).poll(max_bytes=1 << 30)
     assert checked == [] and not chunk.errors
     assert chunk.steps.steps.tolist() == list(range(1, 5001))
@@ -172,8 +172,8 @@ def test_only_the_lines_with_nan_strings_leave_the_bulk_path(tmp_path, monkeypat
     (tmp_path / "events").mkdir()
     (tmp_path / "events" / "rank-0.jsonl").write_bytes(b"".join(lines))
     checked = []
-    real = spool.check_event
-    monkeypatch.setattr(spool, "check_event", lambda event: checked.append(event) or real(event))
+    real = spool_bulk.check_event
+    monkeypatch.setattr(spool_bulk, "check_event", lambda event: checked.append(event) or real(event))
     [chunk] = SpoolTailer(tmp_path).poll(max_bytes=1 << 30)
     assert sorted(e["step"] for e in checked) == sorted(
         n for n in range(1, 6001) if twist(n))
