@@ -263,24 +263,6 @@ class Engine:
         """True to keep a transition from the sinks (it was notified before a restart)."""
         return False
 
-    def active(self) -> List[Dict[str, Any]]:
-        """Alerts now pending or firing: ``{alert, state, severity, run, rank, since_step}``."""
-        out = []
-        for rc in self.runs.values():
-            for rank, ctx in sorted(rc.ranks.items()):
-                for cr in self.program.rules:
-                    st = ctx.alerts.get(cr.rule.alert)
-                    if st is not None and st.state != INACTIVE:
-                        out.append({"alert": cr.rule.alert, "state": st.state,
-                                    "severity": cr.rule.severity, "run": rc.run, "rank": rank,
-                                    "since_step": None if math.isnan(st.since_step)
-                                    else int(st.since_step)})
-        return out
-
-    def firing(self, alertname: Optional[str] = None) -> List[Dict[str, Any]]:
-        return [a for a in self.active() if a["state"] == "firing"
-                and (alertname is None or a["alert"] == alertname)]
-
     # -- snapshot -----------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:
         """Operator carry-overs and alert states of every (run, rank): JSON values and numpy

@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import yaml
 
+from msdoctor.core.alerts.active import ActiveAlerts
 from msdoctor.core.alerts.model import Alert
 from msdoctor.core.batch import DERIVED, columnize
 from msdoctor.core.engine.errors import RuleSetError
@@ -171,7 +172,8 @@ def run_test(rules: Any, test: Dict[str, Any]) -> List[str]:
         if alert.state == "firing":
             last_firing[(alert.alert, alert.rank)] = alert
 
-    engine = Engine(rules, sinks=[remember])
+    alerts = ActiveAlerts()
+    engine = Engine(rules, sinks=[remember, alerts])
     known = {r.alert for r in rules}
     checks = []
     for i, check in enumerate(test.get("alert_rule_test") or []):
@@ -208,7 +210,7 @@ def run_test(rules: Any, test: Dict[str, Any]) -> List[str]:
             for now in times:
                 engine.on_tick(now)
             last_tick = when
-        failures.extend(_compare(engine, rules, check, last_firing))
+        failures.extend(_compare(alerts, rules, check, last_firing))
     return failures
 
 
@@ -244,12 +246,12 @@ def _advance(engine: Engine, ranks: List[_Rank], targets: List[int], slab: int) 
             return
 
 
-def _compare(engine: Engine, rules: Any, check: Dict[str, Any],
+def _compare(alerts: ActiveAlerts, rules: Any, check: Dict[str, Any],
              last_firing: Dict[Tuple[str, int], Alert]) -> List[str]:
     name = check["alertname"]
     rule = next(r for r in rules if r.alert == name)
     got = []
-    for a in engine.firing(name):
+    for a in (a for a in alerts.firing() if a["alert"] == name):
         labels = {"alertname": name, "rank": str(a["rank"]), "run": a["run"], **rule.labels}
         alert = last_firing.get((name, a["rank"]))
         got.append((labels, alert.annotations if alert else {}))

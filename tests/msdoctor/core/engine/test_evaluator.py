@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from msdoctor.core.batch import columnize
+from msdoctor.core.alerts.active import ActiveAlerts, as_record
 from msdoctor.core.engine.evaluator import Engine
 from msdoctor.core.engine.loader import load_rules
 from msdoctor.core.snapshot import join_arrays, split_arrays
@@ -64,7 +65,9 @@ def test_transitions_are_emitted_once_in_order_with_rendered_annotations(rules):
     assert got[0].summary == "Loss is nan at step 6 on rank 0." and got[0].fix == "Use bf16."
     assert got[0].action == "stop_training" and got[0].labels["severity"] == "critical"
     assert got[3].summary.startswith("mean loss ") and got[3].summary.endswith("since 11")
-    assert engine.active() == []
+    alerts = ActiveAlerts()
+    alerts.add([as_record(a) for a in got])
+    assert alerts.active() == []          # every alert that fired also resolved
 
 
 def test_results_do_not_depend_on_how_the_stream_is_cut(rules):
@@ -164,7 +167,9 @@ def test_a_restored_engine_resumes_windows_and_never_renotifies(rules):
     e2.load_state_dict(state)
     e2.process("r", 0, [], batch.slice(20, len(batch)))
     assert [a.to_dict() for a in first_half + second_half] == [a.to_dict() for a in straight]
-    assert e2.firing() == []
+    alerts = ActiveAlerts()
+    alerts.add([as_record(a) for a in first_half + second_half])
+    assert alerts.firing() == []
 
 
 def state_bytes(engine: Engine) -> int:
