@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from msdoctor.tui.model import Snapshot
-from msdoctor.tui.reader import ApiReader, NotFoundError, Request, SourceError
-
-from msdoctor.wire.layout import API_PREFIX, DEFAULT_URL, TOKEN_ENV, alerts_file
+from msdoctor.tui.queries import CoreQueries, HttpQueries
+from msdoctor.tui.reader import NotFoundError, Request, SnapshotReader, SourceError
+from msdoctor.wire.layout import API_PREFIX, DEFAULT_URL, TOKEN_ENV
 
 try:  # orjson is a core dependency; stay usable without it
     import orjson
@@ -86,7 +86,7 @@ class HttpSource(Source):
         self.url, self.timeout = url, float(timeout)
         self.token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
         self.label = url
-        self.reader = ApiReader(self.get, url, empty_hint=(
+        self.reader = SnapshotReader(HttpQueries(self.get), url, empty_hint=(
             f"The sidecar at {url} has no runs yet.\n\n" + hooks_hint("RUN_DIR").replace(
                 "No training events in RUN_DIR/events yet.\n\n", "")))
 
@@ -134,14 +134,12 @@ class EmbeddedSource(Source):
 
     A :class:`~msdoctor.core.pipeline.Sidecar` (``persist=False``: nothing is written
     into the run directory) tails the spool and feeds the rule engine, whose
-    alerts go to an in-memory book; when the engine cannot be loaded, the
-    alerts another process wrote to ``<run_dir>/alerts.jsonl`` are shown
-    instead. Snapshots come from the same ``/api/v1`` views the sidecar serves.
+    alerts go to an in-memory book. Snapshots are read from the same core views
+    (:mod:`msdoctor.core.views`) the sidecar's ``/api/v1`` serves, without JSON.
     """
 
     def __init__(self, run_dir: os.PathLike | str, rules: Sequence[str] = (),
                  catch_up_s: float = 0.5, clock: Callable[[], float] = time.time) -> None:
-        from msdoctor.api import Api, Context
         from msdoctor.core.pipeline import Sidecar
 
         self.run_dir = Path(run_dir)
@@ -151,31 +149,18 @@ class EmbeddedSource(Source):
         self.label = str(self.run_dir)
         self.catch_up_s = float(catch_up_s)
         self.engine, self.feed = self._alerts(rules)
-        consumers = [self.engine] if self.engine is not None else [self.feed]
+        consumers = [self.engine]
         self.sidecar = Sidecar(self.run_dir, persist=False, consumers=consumers, clock=clock)
-        self.api = Api(Context(self.sidecar.store, self.feed, run_dir=str(self.run_dir)))
-        self.reader = ApiReader(self.get, self.label, empty_hint=hooks_hint(str(self.run_dir)))
+        self.reader = SnapshotReader(CoreQueries(self.sidecar.store, self.feed), self.label,
+                                     empty_hint=hooks_hint(str(self.run_dir)))
 
     def _alerts(self, rules: Sequence[str]) -> tuple:
-        try:
-            from msdoctor.core.engine import Engine, default_rules_dir, load_rules
-        except ImportError:
-            from msdoctor.delivery.feed import AlertFeed
-            return None, AlertFeed(alerts_file(self.run_dir))
+        from msdoctor.core.engine import Engine, default_rules_dir, load_rules
         from msdoctor.tui.alertbook import AlertBook
 
         book = AlertBook()
         ruleset = load_rules(list(rules) or [str(default_rules_dir())])  # RuleSetError if bad
         return Engine(ruleset, sinks=[book]), book
-
-    def get(self, path: str, params: Mapping[str, Any]) -> Dict[str, Any]:
-        query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
-        status, body = self.api.handle(API_PREFIX + path, query)
-        if status == 404:
-            raise NotFoundError(str(body.get("error", path)))
-        if status != 200:
-            raise SourceError(f"{path}: {body.get('error', status)}")
-        return body
 
     def poll(self) -> int:
         """Read what the spool has now (up to ``catch_up_s`` seconds); the chunk count."""
