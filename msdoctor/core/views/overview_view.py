@@ -145,11 +145,11 @@ def overview(store: Store, source: Optional[AlertSource], run_id: str, signals: 
             if a.get("state") in ("firing", "pending"):
                 counts[a["rank"]] += 1
     names = list(signals) or sorted(set().union(*(s.latest for s in states)))
-    return OverviewView(
-        run=run_id, ranks=tuple(ids), status=tuple(s.status for s in states),
-        last_step=tuple(s.last_step for s in states),
-        age_s=tuple(None if s.t is None else now - s.t for s in states),
-        latest={name: tuple(s.latest.get(name) for s in states) for name in names},
-        firing=tuple(firing[r] for r in ids), pending=tuple(pending[r] for r in ids),
+    return OverviewView(   # list comprehensions: this runs for every rank on every refresh
+        run=run_id, ranks=tuple(ids), status=tuple([s.status for s in states]),
+        last_step=tuple([s.last_step for s in states]),
+        age_s=tuple([None if s.t is None else now - s.t for s in states]),
+        latest={name: tuple([s.latest.get(name) for s in states]) for name in names},
+        firing=tuple([firing[r] for r in ids]), pending=tuple([pending[r] for r in ids]),
         alerts_version=alerts_version(source, active),
         spark=SparkView.of(states, spark, spark_points) if spark else None)
