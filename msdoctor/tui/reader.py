@@ -33,7 +33,7 @@ class SourceError(Exception):
 
 
 class NotFoundError(SourceError):
-    """A 404 from the API: the run, rank or signal does not exist (yet)."""
+    """The run, rank or signal does not exist (yet): not in the state, or a 404 from the API."""
 
 
 class Queries(Protocol):
