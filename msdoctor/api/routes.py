@@ -1,7 +1,8 @@
 """The ``/api/v1`` route table: path + query string in, ``(status, JSON body)`` out.
 
 Independent of the HTTP server (``msdoctor.http.server`` calls
-:meth:`Api.handle`), so it is tested without sockets. Every route is read-only;
+:meth:`Api.handle`), so it is tested without sockets. Each route reads one view of
+:mod:`msdoctor.core.views` and sends its ``to_json()``. Every route is read-only;
 bad parameters get a 400 naming the parameter, what was given and what is
 expected; unknown runs, ranks and signals get a 404 listing what exists.
 """
@@ -10,17 +11,27 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, Union
 from urllib.parse import parse_qs, unquote
 
 from msdoctor.core import views
-from msdoctor.core.overview import MAX_SPARK_POINTS, overview
+from msdoctor.core.state import Store
+from msdoctor.core.views import AlertSource
 from msdoctor.api.openapi import openapi
 
 PREFIX = "/api/v1"
 ALERT_STATES = ("active", "firing", "pending")
 
 Response = Tuple[int, Dict[str, Any]]
+
+
+class View(Protocol):
+    """What a route answers with: a view of :mod:`msdoctor.core.views`."""
+
+    def to_json(self) -> Dict[str, Any]: ...
+
+
+Handler = Callable[..., Union[View, Dict[str, Any]]]
 
 
 class BadRequest(ValueError):
@@ -31,9 +42,9 @@ class BadRequest(ValueError):
 class Context:
     """What the API reads: the store, the alert feed, the deliverers, and some facts."""
 
-    store: Any
-    feed: Any = None
-    deliverers: Sequence[Any] = ()
+    store: Store
+    feed: Optional[AlertSource] = None
+    deliverers: Sequence[views.Deliverer] = ()
     run_dir: str = ""
     started: float = field(default_factory=time.time)
 
@@ -85,11 +96,11 @@ class Api:
     def __init__(self, context: Context) -> None:
         self.ctx = context
         seg = r"([^/]+)"
-        self.routes: List[Tuple[re.Pattern, Callable[..., Dict[str, Any]]]] = [
+        self.routes: List[Tuple[re.Pattern, Handler]] = [
             (re.compile(r"/?"), self._index),
             (re.compile(r"/openapi\.json"), lambda q: openapi()),
             (re.compile(r"/status"), self._status),
-            (re.compile(r"/runs"), lambda q: views.runs(self.ctx.store, self.ctx.feed)),
+            (re.compile(r"/runs"), self._runs),
             (re.compile(rf"/runs/{seg}"), self._run),
             (re.compile(rf"/runs/{seg}/ranks"), self._ranks),
             (re.compile(rf"/runs/{seg}/ranks/{seg}"), self._rank),
@@ -111,7 +122,8 @@ class Api:
             if match is None:
                 continue
             try:
-                return 200, handler(query, *[unquote(g) for g in match.groups()])
+                body = handler(query, *[unquote(g) for g in match.groups()])
+                return 200, body if isinstance(body, dict) else body.to_json()
             except BadRequest as exc:
                 return 400, {"error": str(exc)}
             except views.NotFound as exc:
@@ -122,17 +134,20 @@ class Api:
     def _index(self, query: Dict[str, List[str]]) -> Dict[str, Any]:
         return {"api": "msdoctor", "version": 1, "endpoints": sorted(openapi()["paths"])}
 
-    def _status(self, query: Dict[str, List[str]]) -> Dict[str, Any]:
+    def _status(self, query: Dict[str, List[str]]) -> views.StatusView:
         c = self.ctx
         return views.status(c.store, c.feed, c.deliverers, c.started, c.run_dir)
 
-    def _run(self, query: Dict[str, List[str]], run: str) -> Dict[str, Any]:
+    def _runs(self, query: Dict[str, List[str]]) -> views.RunsView:
+        return views.runs(self.ctx.store, self.ctx.feed)
+
+    def _run(self, query: Dict[str, List[str]], run: str) -> views.RunView:
         return views.run(self.ctx.store, self.ctx.feed, run)
 
-    def _ranks(self, query: Dict[str, List[str]], run: str) -> Dict[str, Any]:
+    def _ranks(self, query: Dict[str, List[str]], run: str) -> views.RanksView:
         return views.ranks(self.ctx.store, self.ctx.feed, run)
 
-    def _rank(self, query: Dict[str, List[str]], run: str, rank: str) -> Dict[str, Any]:
+    def _rank(self, query: Dict[str, List[str]], run: str, rank: str) -> views.RankView:
         return views.rank(self.ctx.store, self.ctx.feed, run, _rank(rank))
 
     def _window(self, query: Dict[str, List[str]]) -> Tuple[int, Optional[int]]:
@@ -140,12 +155,13 @@ class Api:
         max_points = _int(query, "max_points", None, 1, views.MAX_POINTS_LIMIT)
         return since, max_points
 
-    def _rank_series(self, query: Dict[str, List[str]], run: str, rank: str) -> Dict[str, Any]:
+    def _rank_series(self, query: Dict[str, List[str]], run: str,
+                     rank: str) -> views.RankSeriesView:
         since, max_points = self._window(query)
         return views.rank_series(self.ctx.store, run, _rank(rank), _signals(query), since,
                                  max_points)
 
-    def _run_series(self, query: Dict[str, List[str]], run: str) -> Dict[str, Any]:
+    def _run_series(self, query: Dict[str, List[str]], run: str) -> views.RunSeriesView:
         signals = _signals(query)
         if len(signals) != 1:
             raise BadRequest(f"query parameter 'signal': expected exactly one signal name, "
@@ -153,13 +169,13 @@ class Api:
         since, max_points = self._window(query)
         return views.run_series(self.ctx.store, run, signals[0], since, max_points)
 
-    def _overview(self, query: Dict[str, List[str]], run: str) -> Dict[str, Any]:
+    def _overview(self, query: Dict[str, List[str]], run: str) -> views.OverviewView:
         spark = _one(query, "spark")
-        points = _int(query, "spark_points", 16, 0, MAX_SPARK_POINTS)
-        return overview(self.ctx.store, self.ctx.feed, run, _signals(query), spark or None,
-                        points)
+        points = _int(query, "spark_points", 16, 0, views.MAX_SPARK_POINTS)
+        return views.overview(self.ctx.store, self.ctx.feed, run, _signals(query), spark or None,
+                              points)
 
-    def _alerts(self, query: Dict[str, List[str]]) -> Dict[str, Any]:
+    def _alerts(self, query: Dict[str, List[str]]) -> views.AlertsView:
         state = _one(query, "state") or "active"
         if state not in ALERT_STATES:
             raise BadRequest(f"query parameter 'state': expected one of "
@@ -168,6 +184,6 @@ class Api:
         return views.alerts(self.ctx.feed, state, _one(query, "run"),
                             None if rank_text is None else _rank(rank_text))
 
-    def _history(self, query: Dict[str, List[str]]) -> Dict[str, Any]:
+    def _history(self, query: Dict[str, List[str]]) -> views.AlertHistoryView:
         limit = _int(query, "limit", 100, 1, 1000)
         return views.alert_history(self.ctx.feed, limit, _one(query, "run"))

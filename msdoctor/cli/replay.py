@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
 def print_result(result: Dict[str, Any]) -> None:
     """The input facts (for logs), the alert table with fixes, and the run summary."""
-    from msdoctor.replay.stats import describe
+    from msdoctor.core.runstats import describe
 
     s = result["summary"]
     if s.get("format") != "spool":

@@ -14,8 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", metavar="PATH", nargs="+",
                         help="a run directory (events/rank-N.jsonl), or log files / directories")
     parser.add_argument("-o", "--output", metavar="FILE", default="report.html",
-                        help="output file: .html (self-contained; default report.html) or .png "
-                             "(needs matplotlib)")
+                        help="output file: .html (self-contained; default report.html)")
     parser.add_argument("--rules", metavar="DIR", help="rule directory or file (default: rules/)")
     parser.add_argument("--title", help="page title (default: the input's name)")
     add_log_arguments(parser)
@@ -30,8 +29,12 @@ def run(args: argparse.Namespace) -> int:
     from msdoctor.report.series import SeriesCollector
 
     out = Path(args.output)
-    if out.suffix.lower() not in (".html", ".htm", ".png"):
-        print(f"msdoctor report: {out}: expected a .html or .png file name", file=sys.stderr)
+    if out.suffix.lower() == ".png":
+        print(f"msdoctor report: {out}: PNG output is not supported; write .html instead "
+              "(self-contained, opens in any browser)", file=sys.stderr)
+        return 2
+    if out.suffix.lower() not in (".html", ".htm"):
+        print(f"msdoctor report: {out}: expected a .html file name", file=sys.stderr)
         return 2
     try:
         rules = load_rules([args.rules or str(default_rules_dir())])
@@ -46,17 +49,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"msdoctor report: {exc}", file=sys.stderr)
         return 2
     title = args.title or Path(args.paths[0]).resolve().name
-    if out.suffix.lower() == ".png":
-        from msdoctor.report.png import write_png
-
-        try:
-            write_png(result, series, title, out)
-        except ImportError:
-            print("msdoctor report: PNG output needs matplotlib, which is not installed; "
-                  "write .html instead (self-contained, opens in any browser)", file=sys.stderr)
-            return 2
-    else:
-        out.write_text(render_page(result, series, title), encoding="utf-8")
+    out.write_text(render_page(result, series, title), encoding="utf-8")
     s = result["summary"]
     print(f"{out}: {s['steps']:,} steps, {s['ranks']} rank(s), {s['firing']} alert(s)")
     return 0

@@ -21,7 +21,7 @@ from msdoctor.replay.formats import (FORMATS, READERS, FormatError, detect, expa
                                      is_spool, rank_of)
 from msdoctor.replay.progress import ProgressBar
 from msdoctor.replay.recording import Recording
-from msdoctor.replay.stats import RunStats
+from msdoctor.core.runstats import RunStats
 
 TABLE_FIELDS = ("alert", "severity", "run", "rank", "step", "first_step", "value", "summary",
                 "cause", "fix", "runbook_url", "t", "labels", "values", "action")

@@ -8,7 +8,7 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from msdoctor.replay.stats import describe
+from msdoctor.core.runstats import describe
 from msdoctor.report.series import SeriesCollector, decimate, smooth
 from msdoctor.report.svg import colour, line_chart, severity_colour
 

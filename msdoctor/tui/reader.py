@@ -1,17 +1,20 @@
-"""Read the ``/api/v1`` JSON (documented in ``docs/api.md``) into a :class:`Snapshot`.
+"""Build a :class:`Snapshot` from the core's typed views (:mod:`msdoctor.core.views`).
 
-:class:`ApiReader` only needs a ``get(path, params) -> dict`` callable, so the
-HTTP source and the embedded source (which calls the same API in-process) build
-identical snapshots.
+:class:`SnapshotReader` only needs the handful of queries of :class:`Queries`, so the
+HTTP source (views decoded from ``/api/v1`` JSON) and the embedded source (views
+read from the core in this process) build identical snapshots.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 
+from msdoctor.core.views import (AlertHistoryView, AlertsView, AlertView, OverviewView,
+                                 RankSeriesView, RankView, RunsView, RunView)
 from msdoctor.tui.model import (AlertItem, ChartData, RankRow, RunSummary, Snapshot, judge,
                                 worst, _median)
+from msdoctor.wire.numbers import as_float
 
 #: Signals the chart pane draws (memory picks the first of its signals that is recorded).
 CHART_SIGNALS = ("loss", "grad_norm", "loss_scale", "tokens_per_s", "mem_device_bytes",
@@ -30,10 +33,26 @@ class SourceError(Exception):
 
 
 class NotFoundError(SourceError):
-    """A 404 from the API: the run, rank or signal does not exist (yet)."""
+    """The run, rank or signal does not exist (yet): not in the state, or a 404 from the API."""
 
 
-Getter = Callable[[str, Mapping[str, Any]], Dict[str, Any]]
+class Queries(Protocol):
+    """The queries a snapshot is built from (``msdoctor.tui.queries`` answers them in
+    process or over HTTP); a missing run, rank or signal raises :class:`NotFoundError`."""
+
+    def runs(self) -> RunsView: ...
+
+    def overview(self, run: str, signals: Sequence[str], spark: Optional[str],
+                 spark_points: int) -> OverviewView: ...
+
+    def alerts(self, run: str) -> AlertsView: ...
+
+    def history(self, run: str, limit: int) -> AlertHistoryView: ...
+
+    def rank(self, run: str, rank: int) -> RankView: ...
+
+    def rank_series(self, run: str, rank: int, signals: Sequence[str],
+                    max_points: int) -> RankSeriesView: ...
 
 
 @dataclass(frozen=True)
@@ -47,60 +66,35 @@ class Request:
     spark_signal: str = SPARK_SIGNAL
 
 
-def number(value: Any) -> Optional[float]:
-    """A JSON number or its wire string (``"nan"``, ``"inf"``, ``"-inf"``) as a float."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
-
-
-_WIRE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}   # non-finite on the wire
-
-
-def _value(value: Any) -> Optional[float]:
-    """A wire value as a float (``"nan"`` decoded); None stays None (not recorded)."""
-    return _WIRE.get(value) if type(value) is str else number(value)
-
-
-def alert_item(d: Mapping[str, Any]) -> AlertItem:
-    rank = d.get("rank")
+def alert_item(a: AlertView) -> AlertItem:
+    """The TUI's alert row of an alert view."""
     return AlertItem(
-        alert=str(d.get("alert", "?")), state=str(d.get("state", "?")),
-        severity=str(d.get("severity") or "warning"), run=str(d.get("run", "")),
-        rank=rank if isinstance(rank, int) else None, step=d.get("step"),
-        first_step=d.get("first_step"), value=number(d.get("value")),
-        summary=str(d.get("summary") or ""), cause=str(d.get("cause") or ""),
-        fix=str(d.get("fix") or ""), runbook_url=str(d.get("runbook_url") or ""),
-        t=number(d.get("t")))
+        alert="?" if a.alert is None else str(a.alert),
+        state="?" if a.state is None else str(a.state), severity=str(a.severity or "warning"),
+        run="" if a.run is None else str(a.run),
+        rank=a.rank if isinstance(a.rank, int) else None, step=a.step, first_step=a.first_step,
+        value=as_float(a.value), summary=str(a.summary or ""), cause=str(a.cause or ""),
+        fix=str(a.fix or ""), runbook_url=str(a.runbook_url or ""), t=as_float(a.t))
 
 
-class ApiReader:
-    """Build snapshots from ``/api/v1`` answers fetched with ``get``."""
+class SnapshotReader:
+    """Build snapshots from the answers of ``queries``."""
 
-    def __init__(self, get: Getter, label: str, empty_hint: str = "") -> None:
-        self.get = get
+    def __init__(self, queries: Queries, label: str, empty_hint: str = "") -> None:
+        self.queries = queries
         self.label = label
         self.empty_hint = empty_hint
         self._alerts: Dict[str, tuple] = {}    # run -> (alerts_version, active, history, resolved)
 
     def read(self, request: Request = Request()) -> Snapshot:
-        runs = self.get("/runs", {}).get("runs", [])
-        names = tuple(str(r["run"]) for r in runs)
+        runs = self.queries.runs().runs
+        names = tuple(str(r.run) for r in runs)
         if not runs:
             return Snapshot(source=self.label, empty_hint=self.empty_hint)
-        run_view = next((r for r in runs if r["run"] == request.run), runs[-1])
-        run = str(run_view["run"])
-        view = self.get(f"/runs/{run}/overview", {
-            "signal": ",".join(ROW_SIGNALS), "spark": request.spark_signal,
-            "spark_points": SPARK_POINTS})
-        active, history, resolved = self._alert_lists(run, view.get("alerts_version"))
+        run_view = next((r for r in runs if r.run == request.run), runs[-1])
+        run = str(run_view.run)
+        view = self.queries.overview(run, ROW_SIGNALS, request.spark_signal, SPARK_POINTS)
+        active, history, resolved = self._alert_lists(run, view.alerts_version)
         rows = judge(self._rows(view, active))
         summary = self._summary(run_view, rows, active)
         charts = None
@@ -119,15 +113,14 @@ class ApiReader:
         cached = self._alerts.get(run)
         if cached is not None and version is not None and cached[0] == version:
             return cached[1:]
-        active = tuple(alert_item(a) for a in self.get("/alerts", {"run": run}).get("alerts", []))
+        active = tuple(alert_item(a) for a in self.queries.alerts(run).alerts)
         history = self._history(run)
         resolved = self._resolved(history, {a.key for a in active})
         self._alerts[run] = (version, active, history, resolved)
         return active, history, resolved
 
     def _history(self, run: str) -> List[AlertItem]:
-        body = self.get("/alerts/history", {"run": run, "limit": HISTORY_LIMIT})
-        return [alert_item(a) for a in body.get("transitions", [])]
+        return [alert_item(a) for a in self.queries.history(run, HISTORY_LIMIT).transitions]
 
     @staticmethod
     def _resolved(history: Sequence[AlertItem], active: set) -> Tuple[AlertItem, ...]:
@@ -150,18 +143,17 @@ class ApiReader:
         return tuple(sorted(done, key=lambda a: -(a.t or 0.0)))
 
     @staticmethod
-    def _rows(view: Mapping[str, Any], active: Sequence[AlertItem]) -> List[RankRow]:
-        """One row per rank from the overview's parallel arrays."""
+    def _rows(view: OverviewView, active: Sequence[AlertItem]) -> List[RankRow]:
+        """One row per rank from the overview's parallel columns."""
         mine: Dict[Optional[int], List[AlertItem]] = {}
         for a in active:
             mine.setdefault(a.rank, []).append(a)
-        columns = [(name, [v if type(v) is float or v is None else _value(v) for v in values])
-                   for name, values in (view.get("latest") or {}).items()]
-        spark = (view.get("spark") or {}).get("values") or ()
+        columns = [(name, [v if type(v) is float or v is None else as_float(v) for v in values])
+                   for name, values in view.latest.items()]
+        spark = view.spark.values if view.spark is not None else ()
         rows = []
         for i, (rank, status, step, age) in enumerate(zip(
-                view.get("ranks", ()), view.get("status", ()), view.get("last_step", ()),
-                view.get("age_s", ()))):
+                view.ranks, view.status, view.last_step, view.age_s)):
             values = {}
             for name, column in columns:
                 v = column[i]
@@ -171,21 +163,20 @@ class ApiReader:
             points = spark[i] if i < len(spark) else ()
             rows.append(RankRow(
                 rank=int(rank), status=str(status or "running"), last_step=step,
-                age_s=number(age), values=values,
+                age_s=as_float(age), values=values,
                 firing=sum(1 for a in theirs if a.state == "firing"),
                 pending=sum(1 for a in theirs if a.state == "pending"),
                 critical=sum(1 for a in theirs if a.state == "firing"
                              and a.severity == "critical"),
-                spark=tuple(v if type(v) is float else _WIRE.get(v, math.nan) for v in points),
+                spark=tuple(points),
                 alerts=tuple(sorted({a.alert for a in theirs})) if theirs else ()))
         return rows
 
     @staticmethod
-    def _summary(view: Mapping[str, Any], rows: Sequence[RankRow],
+    def _summary(view: RunView, rows: Sequence[RankRow],
                  active: Sequence[AlertItem]) -> RunSummary:
-        config = view.get("config") or {}
-        steps = view.get("last_step") or {}
-        step = steps.get("max") if isinstance(steps, dict) else None
+        config = view.config or {}
+        step = view.last_step.max if view.last_step is not None else None
         total = config.get("total_steps")
         total = int(total) if isinstance(total, (int, float)) and total > 0 else None
         times = [r.values["step_time_s"] for r in rows
@@ -193,21 +184,21 @@ class ApiReader:
         step_time = _median(times)
         tps = [r.values["tokens_per_s"] for r in rows if r.status == "running"
                and math.isfinite(r.values.get("tokens_per_s", math.nan))]
-        elapsed, estimated = number(view.get("elapsed_s")), False   # if the API ever sends it
-        if elapsed is None and step_time is not None and step is not None:
+        elapsed, estimated = None, False
+        if step_time is not None and step is not None:
             elapsed, estimated = step * step_time, True
         eta = None
         if total is not None and step is not None and step_time is not None and step < total:
             eta = (total - step) * step_time
         bad = worst(rows)
         return RunSummary(
-            run=str(view["run"]), model=str(config.get("model") or ""),
-            world_size=view.get("world_size"), ranks=int(view.get("ranks") or len(rows)),
+            run=str(view.run), model=str(config.get("model") or ""),
+            world_size=view.world_size, ranks=int(view.ranks or len(rows)),
             step=step, total_steps=total, elapsed_s=elapsed, elapsed_estimated=estimated,
             tokens_per_s=sum(tps) if tps else None, eta_s=eta,
             firing=sum(1 for a in active if a.state == "firing"),
             pending=sum(1 for a in active if a.state == "pending"),
-            statuses=dict(view.get("status") or {}), precision=str(config.get("precision") or ""),
+            statuses=dict(view.status), precision=str(config.get("precision") or ""),
             worst_rank=bad.rank if bad is not None and bad.health in ("bad", "warn", "stale")
             else None)
 
@@ -216,14 +207,11 @@ class ApiReader:
         series: Dict[str, Dict[int, tuple]] = {}
         for rank in ranks:
             try:
-                body = self.get(f"/runs/{run}/ranks/{rank}/series",
-                                {"signal": ",".join(self._have(run, rank)), "max_points": points})
+                body = self.queries.rank_series(run, rank, self._have(run, rank), points)
             except NotFoundError:
                 continue
-            for name, s in body.get("series", {}).items():
-                values = [number(v) for v in s.get("values", [])]
-                series.setdefault(name, {})[rank] = (
-                    list(s.get("steps", [])), [math.nan if v is None else v for v in values])
+            for name, s in body.series.items():
+                series.setdefault(name, {})[rank] = (list(s.steps), list(s.values))
         markers = tuple(sorted({(a.step, a.alert, a.severity) for a in history
                                 if a.state == "firing" and isinstance(a.step, int)
                                 and (a.rank is None or a.rank in ranks)}))
@@ -231,6 +219,7 @@ class ApiReader:
 
     def _have(self, run: str, rank: int) -> List[str]:
         """The chart signals this rank records (one cheap request per rank and refresh)."""
-        body = self.get(f"/runs/{run}/ranks/{rank}", {})
-        signals = set(body.get("signals") or body.get("latest", {}).keys())
+        view = self.queries.rank(run, rank)
+        signals = set(view.detail.signals if view.detail is not None and view.detail.signals
+                      else view.latest)
         return [s for s in CHART_SIGNALS if s in signals] or ["loss"]

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from msdoctor.tui.model import Snapshot
-from msdoctor.tui.reader import ApiReader, NotFoundError, Request, SourceError
-
+from msdoctor.tui.queries import CoreQueries, HttpQueries
+from msdoctor.tui.reader import NotFoundError, Request, SnapshotReader, SourceError
 from msdoctor.wire.layout import API_PREFIX, DEFAULT_URL, TOKEN_ENV
 
 try:  # orjson is a core dependency; stay usable without it
@@ -86,7 +86,7 @@ class HttpSource(Source):
         self.url, self.timeout = url, float(timeout)
         self.token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
         self.label = url
-        self.reader = ApiReader(self.get, url, empty_hint=(
+        self.reader = SnapshotReader(HttpQueries(self.get), url, empty_hint=(
             f"The sidecar at {url} has no runs yet.\n\n" + hooks_hint("RUN_DIR").replace(
                 "No training events in RUN_DIR/events yet.\n\n", "")))
 
@@ -134,12 +134,12 @@ class EmbeddedSource(Source):
 
     The same :class:`~msdoctor.core.pipeline.Pipeline` as ``msdoctor serve`` (wall clock,
     the rules, the active-alert set), without its journal and snapshot: nothing is written
-    into the run directory.
+    into the run directory. Snapshots are read from the core views
+    (:mod:`msdoctor.core.views`) the sidecar's ``/api/v1`` serves, without JSON.
     """
 
     def __init__(self, run_dir: os.PathLike | str, rules: Sequence[str] = (),
                  catch_up_s: float = 0.5, clock: Callable[[], float] = time.time) -> None:
-        from msdoctor.api import Api, Context
         from msdoctor.core.engine import default_rules_dir, load_rules
         from msdoctor.core.pipeline import Pipeline
 
@@ -152,17 +152,8 @@ class EmbeddedSource(Source):
         ruleset = load_rules(list(rules) or [str(default_rules_dir())])   # RuleSetError if bad
         self.sidecar = Pipeline(self.run_dir, rules=ruleset, persist=False, clock=clock)
         self.engine, self.feed = self.sidecar.engine, self.sidecar.alerts
-        self.api = Api(Context(self.sidecar.store, self.feed, run_dir=str(self.run_dir)))
-        self.reader = ApiReader(self.get, self.label, empty_hint=hooks_hint(str(self.run_dir)))
-
-    def get(self, path: str, params: Mapping[str, Any]) -> Dict[str, Any]:
-        query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
-        status, body = self.api.handle(API_PREFIX + path, query)
-        if status == 404:
-            raise NotFoundError(str(body.get("error", path)))
-        if status != 200:
-            raise SourceError(f"{path}: {body.get('error', status)}")
-        return body
+        self.reader = SnapshotReader(CoreQueries(self.sidecar.store, self.feed), self.label,
+                                     empty_hint=hooks_hint(str(self.run_dir)))
 
     def poll(self) -> int:
         """Read what the spool has now (up to ``catch_up_s`` seconds); the chunk count."""

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from msdoctor.core.batch import columnize
 from msdoctor.core.alerts.active import ActiveAlerts, as_record
+from msdoctor.core.batch import columnize
 from msdoctor.core.engine.evaluator import Engine
 from msdoctor.core.engine.loader import load_rules
 from msdoctor.core.snapshot import join_arrays, split_arrays

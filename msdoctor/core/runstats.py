@@ -1,4 +1,5 @@
-"""The run summary of a replay: steps, loss first/last/min, throughput, memory, per rank."""
+"""The run summary of a recording (a spool or a replayed log): steps, loss first/last/min,
+throughput, memory, per rank."""
 from __future__ import annotations
 
 import math
