@@ -3,7 +3,7 @@ throughput, memory, per rank."""
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Iterable, Optional
 
 import numpy as np
 
@@ -113,7 +113,7 @@ def _median(parts: list) -> Optional[float]:
     return float(np.median(np.concatenate(parts))) if parts else None
 
 
-def _max(values) -> Optional[float]:
+def _max(values: Iterable[Optional[float]]) -> Optional[float]:
     found = [v for v in values if v is not None]
     return max(found) if found else None
 

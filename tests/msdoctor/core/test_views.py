@@ -9,7 +9,7 @@ from typing import Any, Dict, List
 from hypothesis import given, settings, strategies as st
 
 from msdoctor.core import views
-from msdoctor.core.pipeline import Sidecar
+from msdoctor.core.pipeline import Pipeline
 from msdoctor.core.views import (
     AlertCounts,
     AlertHistoryView,
@@ -80,7 +80,7 @@ NAN_ALERT = {"alert": "LossNonFinite", "state": "firing", "severity": "critical"
 
 def state(tmp_path):
     write_run(tmp_path, ranks=(0, 1, 2), steps=40, nan_at=25)
-    sidecar = Sidecar(tmp_path, persist=False)
+    sidecar = Pipeline(tmp_path, persist=False)
     sidecar.poll_once()
     alerts = Alerts([dict(NAN_ALERT), dict(NAN_ALERT, alert="LossSpike", state="pending",
                                                rank=2, value=7)])

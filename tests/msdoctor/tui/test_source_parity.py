@@ -32,9 +32,9 @@ def embedded(tmp_path):
     spool_factory.write_run(run_dir, ranks=range(4), steps=50, nan_at=30, t0=1_000_000.0)
     source = EmbeddedSource(run_dir)
     source.fetch()
-    source.feed.add({"alert": "LossSpike", "state": "firing", "severity": "warning",
-                     "run": "run-a", "rank": 3, "step": 29, "value": math.inf, "t": 7.0,
-                     "summary": "loss spike", "labels": {"team": "llm"}})
+    source.feed({"alert": "LossSpike", "state": "firing", "severity": "warning",
+                 "run": "run-a", "rank": 3, "step": 29, "value": math.inf, "t": 7.0,
+                 "summary": "loss spike", "labels": {"team": "llm"}})
     return source
 
 
