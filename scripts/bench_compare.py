@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 THRESHOLD = 5.0                     # per cent
-NUM = r"[\d,]+(?:\.\d+)?"              # a figure as printed: 1,234,567 or 12.5
+NUM = r"[\d,]+(?:\.\d+)?"         # a figure as printed: 1,234,567 or 12.5
 Rows = List[Tuple[str, ...]]
 
 

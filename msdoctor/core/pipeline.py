@@ -14,15 +14,9 @@ replay/report LOG  RecordClock no     no       no         a recording
 =================  ==========  =====  =======  =========  ==================
 
 So the same run directory gets the same alerts whichever way it is read. Other consumers
-(the progress log, the rule reloader, a journal feed) are plain objects with any of::
-
-    on_chunk(chunk, store)      # after each Chunk was applied to the store
-    on_tick(now, store)         # once per poll
-    state_dict() -> dict        # JSON values and numpy arrays; saved in the snapshot
-    load_state_dict(d)          # restored from the snapshot on start
-
-A consumer that raises is logged (once per consumer, method and exception type) and never
-stops the pipeline.
+(the progress log, the rule reloader, a journal feed; :mod:`msdoctor.core.consumers`) see
+every chunk and tick and may keep state in the snapshot. A consumer that raises is logged
+(once per consumer, method and exception type) and never stops the pipeline.
 """
 from __future__ import annotations
 
@@ -42,6 +36,7 @@ from msdoctor.core.alerts.active import ActiveAlerts, AlertListener
 from msdoctor.core.alerts.feed import JournalReader
 from msdoctor.core.batch import StepBatch
 from msdoctor.core.clock import RankTimes, RecordClock, WallClock, split_at_gaps
+from msdoctor.core.consumers import Consumer
 from msdoctor.core.spool import DEFAULT_POLL_BYTES, Chunk, SpoolTailer, drain
 from msdoctor.core.state import DEFAULT_CAPACITY, Store
 from msdoctor.wire.layout import alerts_file
@@ -78,7 +73,7 @@ class Pipeline:
 
     def __init__(self, run_dir: Optional[os.PathLike | str] = None, *, rules: Any = None,
                  clock: Optional[Clock | Callable[[], float]] = None, store: bool = True, journal: bool = False,
-                 listeners: Iterable[AlertListener] = (), consumers: Sequence[Any] = (),
+                 listeners: Iterable[AlertListener] = (), consumers: Sequence[Consumer] = (),
                  keep_transitions: bool = False, persist: bool = True,
                  state_dir: Optional[os.PathLike | str] = None, poll_interval: float = 0.5,
                  snapshot_interval: float = 5.0, capacity: int = DEFAULT_CAPACITY,
@@ -100,7 +95,7 @@ class Pipeline:
         self.alerts = ActiveAlerts(listeners, clock=self.clock.now)
         self.transitions: Optional[List[Any]] = [] if keep_transitions else None
         self.engine: Any = self._engine(rules, journal) if rules is not None else None
-        self.consumers: List[Any] = list(consumers)
+        self.consumers: List[Consumer] = list(consumers)
         taken: Set[str] = {"engine"} if self.engine is not None else set()
         self._names = [consumer_name(c, taken) for c in self.consumers]
         self._reported: Set[Tuple[str, str, str]] = set()
@@ -268,7 +263,7 @@ class Pipeline:
                     self.engine.tick_rank(run, rank, now)
                     self.times.tick(run, rank, now)
 
-    def add_consumer(self, consumer: Any) -> None:
+    def add_consumer(self, consumer: Consumer) -> None:
         """Register one more consumer (before the first poll)."""
         taken = {*self._names, *(["engine"] if self.engine is not None else [])}
         self._names.append(consumer_name(consumer, taken))
