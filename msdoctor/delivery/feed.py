@@ -22,6 +22,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Deque, Dict, Iterable, List, Optional, Protocol, Tuple
 
+from msdoctor.wire.numbers import from_wire
+
 log = logging.getLogger("msdoctor.core.alerts.feed")
 
 ACTIVE_STATES = ("pending", "firing")
@@ -46,10 +48,8 @@ def alert_key(transition: Dict[str, Any]) -> Key:
 
 
 def _number(value: Any) -> Any:
-    if isinstance(value, str) and value.lower() in ("nan", "inf", "+inf", "-inf", "infinity",
-                                                    "-infinity"):
-        return float(value)
-    return value
+    """A value read back from ``alerts.jsonl``: wire strings become floats again."""
+    return from_wire(value)
 
 
 class AlertFeed:
