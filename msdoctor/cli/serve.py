@@ -20,12 +20,11 @@ from typing import Any, Dict, List, Set, Tuple
 
 import numpy as np
 
-from msdoctor.cli.status import (EXPECTED_RUN_DIR, fmt_num, fmt_rate, fmt_seconds,
-                                      run_dir_error)
+from msdoctor.core import format as fmt
 from msdoctor.core.pipeline import Sidecar, stop_on_signals
 from msdoctor.core.spool import Chunk
 from msdoctor.core.state import Store, count_repeats
-from msdoctor.wire.layout import DEFAULT_LISTEN
+from msdoctor.wire.layout import DEFAULT_LISTEN, EXPECTED_RUN_DIR, run_dir_error
 
 HELP = "Run the sidecar: tail a run directory's event spool, keep state, log progress."
 log = logging.getLogger("msdoctor.serve")
@@ -172,8 +171,8 @@ class LogReporter:
             latest = state.latest.get
             log.info("progress: run %s rank %d %s step %d loss %s grad_norm %s tokens/s %s "
                      "step_time %s errors %d", run, rank, state.status, state.last_step,
-                     fmt_num(latest("loss")), fmt_num(latest("grad_norm")),
-                     fmt_rate(latest("tokens_per_s")), fmt_seconds(latest("step_time_s")),
+                     fmt.number(latest("loss")), fmt.number(latest("grad_norm")),
+                     fmt.rate(latest("tokens_per_s")), fmt.duration(latest("step_time_s")),
                      state.counters["decode_errors"])
 
 
