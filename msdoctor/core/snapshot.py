@@ -27,6 +27,7 @@ import numpy as np
 
 from msdoctor.wire.layout import state_dir
 from msdoctor.core.state import COUNTERS, DEFAULT_CAPACITY, RankState, RunState, Series, Store
+from msdoctor.wire.errors import MsdoctorError
 
 FORMAT = "msdoctor-snapshot"
 VERSION = 1
@@ -34,7 +35,7 @@ FILENAME = "snapshot.npz"
 FINGERPRINT_BYTES = 4096
 
 
-class SnapshotError(Exception):
+class SnapshotError(MsdoctorError):
     """A snapshot that cannot be used: says which file and why."""
 
 

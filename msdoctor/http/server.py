@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from msdoctor import __version__
 from msdoctor.exporter.collector import StoreCollector
 from msdoctor.exporter.exposition import CONTENT_TYPE, LabelCache, render
+from msdoctor.wire.errors import MsdoctorError
 from msdoctor.wire.layout import DEFAULT_LISTEN, TOKEN_ENV
 
 try:
@@ -34,7 +35,7 @@ log = logging.getLogger("msdoctor.http")
 ALLOWED = "GET, HEAD"
 
 
-class ListenError(ValueError):
+class ListenError(MsdoctorError, ValueError):
     """A listen address that is malformed or not allowed."""
 
 

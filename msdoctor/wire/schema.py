@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, Mapping, Optional, Tuple, TypedDict
 
+from msdoctor.wire.errors import MsdoctorError
+
 SCHEMA_VERSION = 1
 
 #: Field kinds: how a value is checked and what the error says is expected.
@@ -63,7 +65,7 @@ EVENT_TYPES: Tuple[str, ...] = tuple(FIELDS)
 RUN_END_STATUSES = ("completed", "failed", "stopped")
 
 
-class EventError(ValueError):
+class EventError(MsdoctorError, ValueError):
     """A malformed event: names the field, what was found and what was expected."""
 
     def __init__(self, message: str, field: Optional[str] = None) -> None:

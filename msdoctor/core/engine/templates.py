@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from msdoctor.core.format import humanize, humanize_duration, humanize_percentage, plain
+from msdoctor.wire.errors import MsdoctorError
 
 _SUBST = re.compile(r"\{\{(.*?)\}\}", re.S)
 _REF = re.compile(r"\$(value|step|first_step|run|labels\.([A-Za-z_][A-Za-z0-9_]*)"
@@ -18,7 +19,7 @@ FORMS = ('{{ $value }}, {{ $step }}, {{ $first_step }}, {{ $run }}, {{ $labels.N
          'or | humanizePercentage')
 
 
-class TemplateError(ValueError):
+class TemplateError(MsdoctorError, ValueError):
     def __init__(self, message: str, offset: int = 0) -> None:
         super().__init__(message)
         self.message = message
