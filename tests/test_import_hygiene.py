@@ -1,4 +1,6 @@
-"""Each package imports only what DESIGN §2 allows it to (checked in a fresh interpreter)."""
+"""No package pulls in a heavy or optional third-party dependency it must not need (checked in a
+fresh interpreter): the hooks never load Textual, the sidecar never loads MindSpore, the wire
+layer loads nothing but the standard library."""
 import json
 import subprocess
 import sys
