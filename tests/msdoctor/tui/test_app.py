@@ -5,7 +5,7 @@ import pytest
 from textual.widgets import Input, TabbedContent
 
 from fixed_data import NAN_FIX, snapshot
-from msdoctor.tui.alertscreen import AlertScreen
+from msdoctor.tui.alertdetail import AlertScreen
 from msdoctor.tui.app import DoctorApp
 from msdoctor.tui.helpscreen import HelpScreen
 from msdoctor.tui.ranktable import RankTable

@@ -11,7 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
 from msdoctor.core import format as fmt
-from msdoctor.tui.alerts import SEVERITY_STYLE, STATE_STYLE, Marks
+from msdoctor.tui.alertpane import SEVERITY_STYLE, STATE_STYLE, Marks
 from msdoctor.tui.model import AlertItem
 
 
@@ -43,7 +43,7 @@ def detail_text(item: AlertItem, mark: str = "") -> Text:
 class AlertScreen(ModalScreen[None]):
     """A dialog over the app; Escape closes it."""
 
-    CSS_PATH = "alertscreen.tcss"
+    CSS_PATH = "alertdetail.tcss"
     BINDINGS: ClassVar[List[BindingType]] = [
         Binding("escape,q", "dismiss", "Close"),
         Binding("a", "mark('ack')", "Ack"),
