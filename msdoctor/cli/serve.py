@@ -43,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--poll", type=float, default=0.5, metavar="S",
                         help="seconds between polls of the spool when idle (default: 0.5)")
     parser.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
-                        help=f"address for /metrics and /api/v1 (default: {DEFAULT_LISTEN})")
+                        help=f"address for /metrics and /api/v1 (default: {DEFAULT_LISTEN}; port 0: any "
+                             "free port, logged at start)")
     parser.add_argument("--progress-every", type=float, default=30.0, metavar="S",
                         help="log each rank's progress every S seconds (default: 30)")
     parser.add_argument("--snapshot-every", type=float, default=5.0, metavar="S",
@@ -55,14 +56,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     from msdoctor.http import wiring as endpoint   # /metrics, /api/v1, alert delivery flags
     endpoint.add_arguments(parser, listen=False)
-
-
-def parse_listen(text: str) -> Tuple[str, int]:
-    """``HOST:PORT`` -> (host, port); ValueError naming the expected form."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9400")
-    return host.strip("[]"), int(port)
 
 
 class LogReporter:
@@ -268,11 +261,13 @@ def load_ruleset(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from msdoctor.http.server import ListenError, parse_listen
+
     problem = run_dir_error(args.run_dir, need_events=False)
     if problem is None:
         try:
-            args.listen_address = parse_listen(args.listen)
-        except ValueError as exc:
+            parse_listen(args.listen, "--listen")   # port 0: any free port (logged once bound)
+        except ListenError as exc:
             problem = str(exc)
     if problem:
         print(f"msdoctor serve: {problem}", file=sys.stderr)
@@ -281,7 +276,6 @@ def run(args: argparse.Namespace) -> int:
     if args.ruleset is None:
         return 2
     from msdoctor.http.wiring import Endpoint
-    from msdoctor.http.server import ListenError
     frontends = Endpoint.from_args(args)
     sidecar = Sidecar(args.run_dir, state_dir=args.state_dir, poll_interval=args.poll,
                       consumers=build_consumers(args) + frontends.consumers(),
