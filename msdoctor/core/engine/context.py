@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from msdoctor.core.engine.lifecycle import AlertState
+from msdoctor.core.runstart import fold_run_start
 from msdoctor.wire.numbers import from_wire, to_wire
 
 
@@ -22,15 +23,9 @@ class RunContext:
     start_rank: Optional[int] = None                                    # whose run_start wins
 
     def note_run_start(self, event: Dict[str, Any]) -> None:
-        rank = int(event.get("rank", 0))
-        if self.start_rank is None or rank <= self.start_rank:
-            self.start_rank = rank
-            self.config = dict(event.get("config") or {})
-            self.expect = dict(event.get("expect") or {})
-            if "world_size" in event:
-                self.world_size = event["world_size"]
-        elif self.world_size is None and "world_size" in event:
-            self.world_size = event["world_size"]
+        """Fold a run_start; :func:`fold_run_start` says which rank's wins."""
+        if fold_run_start(self, event, self.start_rank):
+            self.start_rank = event["rank"]
 
 
 @dataclass
