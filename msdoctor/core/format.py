@@ -55,22 +55,22 @@ def loss_scale(value: Optional[float]) -> str:
     return number(value, 3)
 
 
-def si(value: Optional[float], unit: str = "", base: float = 1000.0) -> str:
-    """``value`` with a k/M/G/T/P suffix (``base`` 1024 for bytes: K/M/G...), 3 significant
-    digits: ``16.4k``; values under 1e-3 in exponent form."""
+def si(value: Optional[float], unit: str = "", base: float = 1000.0, digits: int = 3) -> str:
+    """``value`` with a k/M/G/T/P suffix (``base`` 1024 for bytes: K/M/G...) and ``digits``
+    significant digits: ``16.4k``; values under 1e-3 in exponent form."""
     if not is_number(value):
         return MISSING
     if nonfinite(value):
         return to_wire(value)
     if value != 0 and abs(value) < 1e-3:
-        return number(value, 3) + unit
+        return number(value, digits) + unit
     mag, suffixes = abs(value), ("", "k", "M", "G", "T", "P")
     i = 0
     while mag >= base and i < len(suffixes) - 1:
         mag /= base
         i += 1
     sign = "-" if value < 0 else ""
-    text = f"{mag:.3g}" if mag < 1000 else f"{mag:.0f}"
+    text = f"{mag:.{digits}g}" if mag < 1000 else f"{mag:.0f}"
     suffix = suffixes[i].upper() if base == 1024 and i else suffixes[i]
     return f"{sign}{text}{suffix}{unit}"
 

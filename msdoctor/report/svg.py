@@ -67,13 +67,13 @@ def line_chart(title: str, lines: Sequence[Line], markers: Sequence[Marker] = ()
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" class="plot"/>')
     for v in _ticks(lo, hi):
         y = top + (1 - (v - lo) / (hi - lo)) * ph
-        label = si(10 ** v) if log_y else si(v)
+        label = si(10 ** v if log_y else v, digits=4)
         out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
                    f'<text x="{left - 6}" y="{y + 4:.1f}" class="ylab">{label}</text>')
     for v in _ticks(x_lo, x_hi, 8):
         x = left + (v - x_lo) / (x_hi - x_lo) * pw
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + ph}" class="grid"/>'
-                   f'<text x="{x:.1f}" y="{top + ph + 16}" class="xlab">{si(v)}</text>')
+                   f'<text x="{x:.1f}" y="{top + ph + 16}" class="xlab">{si(v, digits=4)}</text>')
     out.append(f'<text x="{left + pw}" y="{height - 2}" class="xlab" text-anchor="end">'
                f'{escape(x_label)}</text>')
     for step in bands:

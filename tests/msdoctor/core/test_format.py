@@ -30,6 +30,7 @@ def test_a_loss_scale_stays_an_exact_integer_until_a_million():
     (lambda: fmt.byte_size(3 * 2 ** 30), "3G"), (lambda: fmt.byte_size(28.4 * 2 ** 30), "28.4G"),
     (lambda: fmt.byte_size(512), "512"), (lambda: fmt.byte_size(1536), "1.5K"),
     (lambda: fmt.si(2500.0), "2.5k"), (lambda: fmt.si(None), "-"),
+    (lambda: fmt.si(1234.0, digits=4), "1.234k"), (lambda: fmt.si(2.005, digits=4), "2.005"),
 ])
 def test_si_suffixes_decimal_for_rates_and_binary_for_bytes(call, text):
     assert call() == text
