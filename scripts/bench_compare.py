@@ -8,10 +8,19 @@ round (old-new, new-old, ...), so drifts of a shared machine's load hit both sid
 
     .venv/bin/python scripts/bench_compare.py [--old /work/wt/base] [--new .] [--rounds 2]
         [--quick] [--only engine,replay] [--with-trainer] [--keep-logs DIR] [--list]
+    .venv/bin/python scripts/bench_compare.py --from-logs DIR   # re-read a --keep-logs run
+
+What is run and read is the table ``BENCHES`` below (``--list`` prints it): per bench the
+arguments of a ``--quick`` smoke run and of the full run (the gate), and the figures. A full
+run takes far longer than a quick one (one quick round: ~25 min on 2 busy cores, mostly tui,
+callback and degraded); bench_trainer_overhead (trains MindSpore for minutes) only runs with
+``--with-trainer``. On a loaded machine use ``--rounds 3`` or more and read the CPU-time
+figures before the wall-time ones.
 
 Verdicts: ``ok`` (new as good or better), ``within noise`` (worse by <= 5 %), ``WORSE by x %``;
 detection-quality figures must be ``identical``. Exit status: 0 if all is well, 1 if a figure
-is worse by more than 5 % or differs, 2 if a bench failed or a figure was not found.
+is worse by more than 5 % or differs, 2 if a bench failed or a figure was not found. A bench
+that fails is reported with the end of its stderr.
 """
 from __future__ import annotations
 
@@ -29,13 +38,15 @@ from typing import Dict, List, Optional, Sequence, Tuple
 THRESHOLD = 5.0                     # per cent
 NUM = r"[\d,]+(?:\.\d+)?"         # a figure as printed: 1,234,567 or 12.5
 Rows = List[Tuple[str, ...]]
+MARK = {"higher": " (+)", "lower": " (-)", "same": " (=)", "info": " (i)"}
 
 
 @dataclass(frozen=True)
 class Figure:
     """A figure of a bench's stdout: ``pattern`` (multiline) captures it in group ``group``;
     a ``key`` group, if any, names one figure per match (``{key}`` in ``name``).
-    ``better``: "higher", "lower", or "same" (must be identical, compared as text)."""
+    ``better``: "higher", "lower", "same" (must be identical, compared as text) or "info"
+    (compared as text and shown, never fails: a known, intended change of behaviour)."""
 
     name: str
     pattern: str
@@ -65,7 +76,11 @@ def same(name: str, pattern: str, group: str = "value") -> Figure:
     return Figure(name, pattern, "same", group)
 
 
-TUI_CASE = r"^(?P<key>\S.*?)\s+wall: fetch"
+def info(name: str, pattern: str, group: str = "value") -> Figure:
+    return Figure(name, pattern, "info", group)
+
+
+TUI_CASE = r"^(?P<key>\S.*?)(?: \(no new steps\))?\s+wall: fetch"
 DETECTION_ROW = (r"^(?P<key>[A-Z]\w+)\s+(?P<runs>\d+)\s+(?P<recall>\S+)\s+(?P<false>\S+)\s+"
                  r"(?P<median>\S+)(?: s)?\s+(?P<max>\S+)")
 DEGRADED_CASE = r"^(?P<key>no hooks|hooks[^\n]*?)\s+(?P<rate>[\d.]+) steps/s[^\n]*\n"
@@ -77,6 +92,9 @@ BENCHES: Tuple[Bench, ...] = (
         hi("replay end-to-end k events/s",
            rf"^replay: decode\+columnize\+evaluate\s+(?P<value>{NUM})k"),
         lo("replay time / bare orjson time", rf"\(= (?P<value>{NUM})x its time\)"),
+        # replay of a spool is judged as of now since the refactor (docs/architecture.md):
+        # the bench's never-ended synthetic run gets JobHung, where 763d6fa said nothing
+        info("replay alerts", r"^alerts: (?P<value>.*?); load average"),
         lo("engine peak traced MiB, {key} steps",
            rf"^memory:\s+(?P<key>\d+) steps -> engine peak traced\s+(?P<value>{NUM}) MiB"),
         lo("snapshot state MiB, {key} steps",
@@ -87,7 +105,8 @@ BENCHES: Tuple[Bench, ...] = (
         hi("parse + evaluate lines/s", rf"parse \+ evaluate\s+: median\s+(?P<value>{NUM}) lines/s"),
     )),
     Bench("ingest", ("--ranks", "2", "--steps", "10000"), (), (
-        hi("ingest lines/s", rf"^ingest \(tail\+decode\+columnize\+apply\)\s+(?P<value>{NUM}) lines/s"),
+        hi("ingest lines/s",
+           rf"^ingest \(tail\+decode\+columnize\+apply\)\s+(?P<value>{NUM}) lines/s"),
         lo("snapshot MiB", rf"^snapshot: (?P<value>{NUM}) MiB"),
         lo("snapshot save ms", rf"^snapshot: .*saved in (?P<value>{NUM}) ms"),
         lo("snapshot load ms", rf"^snapshot: .*loaded in (?P<value>{NUM}) ms"),
@@ -102,6 +121,8 @@ BENCHES: Tuple[Bench, ...] = (
            rf"^slowest HTTP refresh \(median wall\): (?P<value>{NUM}) ms"),
         lo("{key}: wall ms", TUI_CASE + rf".*?= (?P<value>{NUM}) ms"),
         lo("{key}: CPU ms", TUI_CASE + rf".*CPU\s+(?P<value>{NUM}) ms"),
+        lo("initial ingest with the rules s",
+           rf"^\d+ ranks x \d+ steps ingested with the rules in (?P<value>{NUM}) s"),
         lo("sidecar ingest of 1 step x 1024 ranks ms",
            rf"between refreshes: median (?P<value>{NUM}) ms"),
     ), timeout=1200),
@@ -118,6 +139,7 @@ BENCHES: Tuple[Bench, ...] = (
     Bench("degraded", ("--rounds", "2", "--steps", "5"), (), (
         hi("{key}: steps/s", DEGRADED_CASE, "rate"),
         lo("{key}: CPU ms/step", DEGRADED_CASE + rf".*\(median (?P<value>{NUM}) ms CPU/step\)"),
+        same("{key}: events", r"^(?P<key>hooks[^\n]*?)\s+[\d.]+ steps/s.*  events (?P<value>.*)$"),
     ), timeout=2400),
     Bench("soak", ("--only", "fleet", "--ranks", "128", "--steps", "1000"),
           ("--only", "fleet", "--ranks", "1024", "--steps", "2000"), (
@@ -139,14 +161,17 @@ BENCHES: Tuple[Bench, ...] = (
         same("{key} max delay", DETECTION_ROW, "max"),
         same("LossSpikesPeriodic share within 3 periods", r"\((?P<value>\d+%) within 3 periods"),
         same("LossSpikesPeriodic max delay periods", rf"within 3 periods, max (?P<value>{NUM})\)"),
-        same("false alerts per 10k healthy steps", rf"false alerts: \d+ = (?P<value>{NUM}) per 10k"),
+        same("false alerts per 10k healthy steps",
+             rf"false alerts: \d+ = (?P<value>{NUM}) per 10k"),
         same("before-injection false/10k", rf"false alerts there: (?P<value>{NUM}) per 10k"),
         same("targets", r"^targets: (?P<value>.*)$"),
-        hi("engine replay events/s", rf"^replay: \d+ step events in .* = (?P<value>{NUM}) events/s"),
+        hi("engine replay events/s",
+           rf"^replay: \d+ step events in .* = (?P<value>{NUM}) events/s"),
     ), timeout=3600),
     Bench("trainer_overhead", ("--rounds", "2", "--steps", "20"), (), (
         hi("{key}: steps/s",
-           rf"^\s+(?P<key>msdoctor hooks|no hooks|LossMonitor\+TimeMonitor)\s+(?P<value>{NUM}) steps/s"),
+           r"^\s+(?P<key>msdoctor hooks|no hooks|LossMonitor\+TimeMonitor)\s+"
+           rf"(?P<value>{NUM}) steps/s"),
         lo("hooks' own time us/step", rf"own time inside training: (?P<value>{NUM}) us per step"),
     ), timeout=3600, optional=True),
 )
@@ -196,14 +221,27 @@ def run_bench(bench: Bench, tree: Path, python: str, quick: bool,
         code = -1
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
-        base = keep / f"bench_{bench.name}.{label}"
-        base.with_suffix(base.suffix + ".out").write_text(
+        (keep / f"bench_{bench.name}.{label}.out").write_text(
             f"# cd {tree} && PYTHONPATH={tree} {' '.join(cmd)}\n# exit {code}\n{stdout}")
-        base.with_suffix(base.suffix + ".err").write_text(stderr)
+        (keep / f"bench_{bench.name}.{label}.err").write_text(stderr)
+    return outcome(bench, stdout, stderr, code)
+
+
+def outcome(bench: Bench, stdout: str, stderr: str, code: int) -> Run:
     if code != 0:
-        tail = "\n".join(stderr.strip().splitlines()[-8:])
-        return Run(error=f"exit {code}: {tail}")
+        tail = "\n    ".join(stderr.strip().splitlines()[-8:])
+        return Run(error=f"exit {code}; stderr ends:\n    {tail}")
     return Run(figures=extract(stdout, bench.figures))
+
+
+def from_logs(bench: Bench, side: str, logs: Path) -> List[Run]:
+    """The runs that ``--keep-logs`` wrote for ``bench`` in ``side``, read back."""
+    runs = []
+    for out in sorted(logs.glob(f"bench_{bench.name}.{side}.r*.out")):
+        _, exit_line, stdout = out.read_text().split("\n", 2)
+        stderr = out.with_suffix(".err").read_text()
+        runs.append(outcome(bench, stdout, stderr, int(exit_line.removeprefix("# exit "))))
+    return runs
 
 
 def number(text: str) -> float:
@@ -219,9 +257,11 @@ def compare(fig: Figure, old: List[str], new: List[str]) -> Tuple[str, str, str,
     if not old or not new:
         side = "old" if not old else "new"
         return ("/".join(old) or "-", "/".join(new) or "-", "-", f"NOT FOUND in {side}", True)
-    if fig.better == "same":
+    if fig.better in ("same", "info"):
         ok = set(old) == set(new) and len(set(old)) == 1
         shown = ["/".join(sorted(set(v))) for v in (old, new)]
+        if fig.better == "info":
+            return shown[0], shown[1], "-", "identical" if ok else "differs (not gated)", False
         return shown[0], shown[1], "-", "identical" if ok else "DIFFERS", not ok
     try:
         o, n = statistics.median(map(number, old)), statistics.median(map(number, new))
@@ -266,8 +306,7 @@ def bench_rows(bench: Bench, sides: Dict[str, List[Run]]) -> Tuple[Rows, bool, b
         if verdict == "identical":
             identical += 1
             continue
-        arrow = {"higher": " (+)", "lower": " (-)", "same": " (=)"}[specs[name].better]
-        rows.append((bench.name, name + arrow, o, n, ratio, verdict))
+        rows.append((bench.name, name + MARK[specs[name].better], o, n, ratio, verdict))
         worse |= bad and verdict.startswith(("WORSE", "DIFFERS"))
         broken |= bad and not verdict.startswith(("WORSE", "DIFFERS"))
     for fig in bench.figures:                   # a pattern that matched nothing in a run
@@ -300,8 +339,8 @@ def report(benches: Sequence[Bench], runs: Dict[str, Dict[str, List[Run]]],
             failures += [f"bench_{bench.name} failed in {side} ({trees[side]}), {run.error}"
                          for run in runs[bench.name][side] if run.error]
     print(table(rows))
-    print("(+) higher is better, (-) lower is better, (=) must be identical; threshold "
-          f"{THRESHOLD:.0f} %; load average at the end {load_average()}")
+    print("(+) higher is better, (-) lower is better, (=) must be identical, (i) shown only; "
+          f"threshold {THRESHOLD:.0f} %")
     for failure in failures:
         print(f"\n{failure}")
     return 1 if worse else 2 if broken else 0
@@ -322,6 +361,23 @@ def select(only: Optional[str], with_trainer: bool) -> List[Bench]:
     return [known[n] for n in names]
 
 
+def measure(benches: Sequence[Bench], trees: Dict[str, Path],
+            opts: argparse.Namespace) -> Dict[str, Dict[str, List[Run]]]:
+    """Run every bench in both trees, ``opts.rounds`` times, pairs adjacent in time."""
+    runs: Dict[str, Dict[str, List[Run]]] = {b.name: {"old": [], "new": []} for b in benches}
+    for r in range(opts.rounds):
+        for bench in benches:
+            for side in ("old", "new") if r % 2 == 0 else ("new", "old"):
+                started = time.perf_counter()
+                run = run_bench(bench, trees[side], opts.python, opts.quick, opts.keep_logs,
+                                f"{side}.r{r + 1}")
+                runs[bench.name][side].append(run)
+                print(f"[round {r + 1}/{opts.rounds}] bench_{bench.name} {side}: "
+                      f"{'FAILED' if run.error else f'{len(run.figures)} figures'} in "
+                      f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    return runs
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     here = Path(__file__).resolve().parents[1]
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -334,10 +390,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cli.add_argument("--with-trainer", action="store_true",
                      help="include bench_trainer_overhead (trains MindSpore; minutes)")
     cli.add_argument("--keep-logs", type=Path, metavar="DIR", help="write each raw output there")
+    cli.add_argument("--from-logs", type=Path, metavar="DIR",
+                     help="run nothing: compare the outputs a --keep-logs run wrote to DIR")
     cli.add_argument("--list", action="store_true", help="list the benches and figures, exit")
     opts = cli.parse_args(argv)
     try:
-        benches = select(opts.only, opts.with_trainer)
+        benches = select(opts.only, opts.with_trainer or opts.from_logs is not None)
     except ValueError as exc:
         cli.error(str(exc))
     if opts.list:
@@ -345,25 +403,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"bench_{b.name}.py  quick: {' '.join(b.quick) or '(defaults)'}  "
                   f"full: {' '.join(b.full) or '(defaults)'}{'  [optional]' if b.optional else ''}")
             for f in b.figures:
-                print(f"    {f.name}  ({f.better} is better)" if f.better != "same"
-                      else f"    {f.name}  (must be identical)")
+                what = {"same": "must be identical", "info": "shown, not gated"}
+                print(f"    {f.name}  ({what.get(f.better, f.better + ' is better')})")
         return 0
     trees = {"old": opts.old.resolve(), "new": opts.new.resolve()}
-    size = "quick" if opts.quick else "full"
-    print(f"old {trees['old']}  vs  new {trees['new']}; {size} sizes, {opts.rounds} round(s); "
-          f"load average {load_average()} on {os.cpu_count()} CPUs",
-          flush=True)
-    runs: Dict[str, Dict[str, List[Run]]] = {b.name: {"old": [], "new": []} for b in benches}
-    for r in range(opts.rounds):
-        for bench in benches:
-            for side in ("old", "new") if r % 2 == 0 else ("new", "old"):
-                started = time.perf_counter()
-                run = run_bench(bench, trees[side], opts.python, opts.quick, opts.keep_logs,
-                                f"{side}.r{r + 1}")
-                runs[bench.name][side].append(run)
-                print(f"[round {r + 1}/{opts.rounds}] bench_{bench.name} {side}: "
-                      f"{'FAILED' if run.error else f'{len(run.figures)} figures'} in "
-                      f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    if opts.from_logs:
+        runs = {b.name: {s: from_logs(b, s, opts.from_logs) for s in ("old", "new")}
+                for b in benches}
+        benches = [b for b in benches if any(runs[b.name].values())]
+        print(f"outputs read back from {opts.from_logs}")
+    else:
+        print(f"old {trees['old']}  vs  new {trees['new']}; {'quick' if opts.quick else 'full'} "
+              f"sizes, {opts.rounds} round(s); load average {load_average()} on "
+              f"{os.cpu_count()} CPUs", flush=True)
+        runs = measure(benches, trees, opts)
+        print(f"load average at the end {load_average()}", flush=True)
     return report(benches, runs, trees)
 
 

@@ -1,5 +1,7 @@
-"""Each package loads only the third-party packages its layer allows (checked in a fresh
-interpreter). Which first-party modules it may import is checked by tests/test_layers.py."""
+"""No package pulls in a heavy or optional third-party dependency it must not need (checked in a
+fresh interpreter): the hooks never load Textual, the sidecar never loads MindSpore, the wire
+layer loads nothing but the standard library. Which first-party modules a package may import is
+checked by tests/test_layers.py."""
 import json
 import subprocess
 import sys

@@ -18,6 +18,7 @@ from msdoctor.core import views
 from msdoctor.core.state import Store
 from msdoctor.core.views import AlertSource
 from msdoctor.api.openapi import openapi
+from msdoctor.wire.errors import MsdoctorError
 
 PREFIX = "/api/v1"
 ALERT_STATES = ("active", "firing", "pending")
@@ -34,7 +35,7 @@ class View(Protocol):
 Handler = Callable[..., Union[View, Dict[str, Any]]]
 
 
-class BadRequest(ValueError):
+class BadRequest(MsdoctorError, ValueError):
     """A query parameter with the wrong form."""
 
 

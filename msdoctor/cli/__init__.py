@@ -12,6 +12,12 @@ import importlib.util
 import sys
 from typing import List, Optional
 
+from msdoctor.wire.errors import MsdoctorError
+
+
+class UsageError(MsdoctorError, ValueError):
+    """Command-line arguments that cannot work together or name something that is not there."""
+
 #: command name -> module under msdoctor.cli
 COMMANDS = {
     "serve": "serve",

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Dict, List, Optional
 
-from msdoctor.cli.status import fmt_num, fmt_rate
+from msdoctor.core import format as fmt
 from msdoctor.core.alerts.feed import AlertFeed
 from msdoctor.core.pipeline import Pipeline
 from msdoctor.wire.layout import alerts_file
@@ -87,8 +87,8 @@ def _progress(pipeline: Pipeline) -> Optional[str]:
     for _run, rank, state in (store.ranks() if store is not None else []):
         if rank == 0 and state.last_step is not None:
             latest = state.latest.get
-            return (f"  step {state.last_step:>5}  loss {fmt_num(latest('loss')):>8}  "
-                    f"{fmt_rate(latest('tokens_per_s'))} tokens/s")
+            return (f"  step {state.last_step:>5}  loss {fmt.number(latest('loss')):>8}  "
+                    f"{fmt.rate(latest('tokens_per_s'))} tokens/s")
     return None
 
 

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, Optional
 
+from msdoctor.core import format as fmt
+
 HELP = "Run the alerting rules over a recorded run directory and print the alerts."
 
 
@@ -102,10 +104,8 @@ def print_result(result: Dict[str, Any]) -> None:
         print("summary: " + describe(s["stats"]).replace("\n", "\n         "))
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+def _value(value: Any) -> str:
+    return fmt.number(value) if fmt.is_number(value) else str(value)
 
 
 def print_table(result: Dict[str, Any]) -> None:
@@ -122,7 +122,7 @@ def print_table(result: Dict[str, Any]) -> None:
         print("no alerts")
         return
     header = ("STEP", "RANK", "SEVERITY", "ALERT", "VALUE", "SUMMARY")
-    rows = [(str(a["step"]), str(a["rank"]), a["severity"], a["alert"], _fmt(a["value"]),
+    rows = [(str(a["step"]), str(a["rank"]), a["severity"], a["alert"], _value(a["value"]),
              a["summary"]) for a in alerts]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)) + "  " + header[-1])

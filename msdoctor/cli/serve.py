@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any, Dict, List, Set, Tuple
 
 import numpy as np
 
-from msdoctor.cli.status import EXPECTED_RUN_DIR, fmt_num, fmt_rate, fmt_seconds, run_dir_error
+from msdoctor.core import format as fmt
 from msdoctor.core.pipeline import Pipeline, stop_on_signals
 from msdoctor.core.spool import Chunk
 from msdoctor.core.state import Store, count_repeats
-from msdoctor.wire.layout import DEFAULT_LISTEN
+from msdoctor.wire.layout import DEFAULT_LISTEN, EXPECTED_RUN_DIR, run_dir_error
 
 if TYPE_CHECKING:   # loaded with the rules (see build_consumers)
     from msdoctor.core.engine.consumer import EngineConsumer
@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--poll", type=float, default=0.5, metavar="S",
                         help="seconds between polls of the spool when idle (default: 0.5)")
     parser.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
-                        help=f"address for /metrics and /api/v1 (default: {DEFAULT_LISTEN})")
+                        help=f"address for /metrics and /api/v1 (default: {DEFAULT_LISTEN}; port 0: any "
+                             "free port, logged at start)")
     parser.add_argument("--progress-every", type=float, default=30.0, metavar="S",
                         help="log each rank's progress every S seconds (default: 30)")
     parser.add_argument("--snapshot-every", type=float, default=5.0, metavar="S",
@@ -58,14 +59,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     from msdoctor.http import wiring as endpoint  # /metrics, /api/v1, alert delivery flags
     endpoint.add_arguments(parser, listen=False)
-
-
-def parse_listen(text: str) -> Tuple[str, int]:
-    """``HOST:PORT`` -> (host, port); ValueError naming the expected form."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9400")
-    return host.strip("[]"), int(port)
 
 
 class LogReporter:
@@ -174,8 +167,8 @@ class LogReporter:
             latest = state.latest.get
             log.info("progress: run %s rank %d %s step %d loss %s grad_norm %s tokens/s %s "
                      "step_time %s errors %d", run, rank, state.status, state.last_step,
-                     fmt_num(latest("loss")), fmt_num(latest("grad_norm")),
-                     fmt_rate(latest("tokens_per_s")), fmt_seconds(latest("step_time_s")),
+                     fmt.number(latest("loss")), fmt.number(latest("grad_norm")),
+                     fmt.rate(latest("tokens_per_s")), fmt.duration(latest("step_time_s")),
                      state.counters["decode_errors"])
 
 
@@ -272,11 +265,13 @@ def load_ruleset(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from msdoctor.http.server import ListenError, parse_listen
+
     problem = run_dir_error(args.run_dir, need_events=False)
     if problem is None:
         try:
-            args.listen_address = parse_listen(args.listen)
-        except ValueError as exc:
+            parse_listen(args.listen, "--listen")   # port 0: any free port (logged once bound)
+        except ListenError as exc:
             problem = str(exc)
     if problem:
         print(f"msdoctor serve: {problem}", file=sys.stderr)
@@ -284,7 +279,6 @@ def run(args: argparse.Namespace) -> int:
     args.ruleset = load_ruleset(args)
     if args.ruleset is None:
         return 2
-    from msdoctor.http.server import ListenError
     from msdoctor.http.wiring import Endpoint
     frontends = Endpoint.from_args(args)
     sidecar = build_pipeline(args, frontends.deliverers)

@@ -6,7 +6,11 @@ import os
 import sys
 from pathlib import Path
 
-from msdoctor.wire.layout import DEFAULT_URL
+from msdoctor.cli import UsageError
+from msdoctor.wire.errors import MsdoctorError
+from msdoctor.wire.layout import DEFAULT_URL, TOKEN_ENV
+
+HELP = "Open the terminal UI: every rank's health, the curves, and the alerts with their fixes."
 
 HELP = "Open the terminal UI: every rank's health, the curves, and the alerts with their fixes."
 
@@ -24,43 +28,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --run-dir: rule file or directory (repeatable; default: the "
                              "shipped rules)")
     parser.add_argument("--token", metavar="TOKEN", default=None,
-                        help="bearer token for the sidecar's /api (default: $MSDOCTOR_API_TOKEN)")
+                        help=f"bearer token for the sidecar's /api (default: ${TOKEN_ENV})")
     parser.add_argument("--refresh", type=float, default=1.0, metavar="S",
                         help="seconds between refreshes (default: 1; at least 0.25)")
 
 
 def build_source(args: argparse.Namespace):
-    """The data source the arguments ask for; ValueError naming the problem."""
+    """The data source the arguments ask for; :class:`UsageError` naming the problem."""
     from msdoctor.tui.source import EmbeddedSource, HttpSource
 
     if args.run_dir is not None and args.url:
-        raise ValueError("give either URL or --run-dir, not both")
+        raise UsageError("give either URL or --run-dir, not both")
     if args.refresh <= 0:
-        raise ValueError(f"--refresh {args.refresh}: expected a number of seconds > 0")
+        raise UsageError(f"--refresh {args.refresh}: expected a number of seconds > 0")
     if args.run_dir is not None:
         if not args.run_dir.is_dir():
-            raise ValueError(f"--run-dir {str(args.run_dir)!r}: no such directory; expected a run "
+            raise UsageError(f"--run-dir {str(args.run_dir)!r}: no such directory; expected a run "
                              "directory (events/rank-<N>.jsonl inside, or to appear)")
         return EmbeddedSource(args.run_dir, rules=args.rules)
     if args.rules:
-        raise ValueError("--rules needs --run-dir (a sidecar uses its own rules)")
+        raise UsageError("--rules needs --run-dir (a sidecar uses its own rules)")
     return HttpSource(args.url or DEFAULT_URL, token=args.token or os.environ.get(
-        "MSDOCTOR_API_TOKEN") or None)
+        TOKEN_ENV) or None)
 
 
 def run(args: argparse.Namespace) -> int:
+    from msdoctor.core.engine.errors import RuleSetError
+
     try:
         source = build_source(args)
-    except ValueError as exc:
-        print(f"msdoctor tui: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # RuleSetError: every error with file:line
-        errors = getattr(exc, "errors", None)
-        if errors is None:
-            raise
-        for error in errors:
+    except RuleSetError as exc:         # every error, each with file:line:col
+        for error in exc.errors:
             print(error, file=sys.stderr)
-        print(f"msdoctor tui: the rule set has {len(errors)} error(s)", file=sys.stderr)
+        print(f"msdoctor tui: the rule set has {len(exc.errors)} error(s)", file=sys.stderr)
+        return 2
+    except (MsdoctorError, OSError, ValueError) as exc:   # ValueError: a malformed sidecar URL
+        print(f"msdoctor tui: {exc}", file=sys.stderr)
         return 2
     from msdoctor.tui.app import DoctorApp
 

@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from msdoctor.core.state import COUNTERS, DEFAULT_CAPACITY, RankState, RunState, Series, Store
+from msdoctor.wire.errors import MsdoctorError
 from msdoctor.wire.layout import state_dir
 
 FORMAT = "msdoctor-snapshot"
@@ -34,7 +35,7 @@ FILENAME = "snapshot.npz"
 FINGERPRINT_BYTES = 4096
 
 
-class SnapshotError(Exception):
+class SnapshotError(MsdoctorError):
     """A snapshot that cannot be used: says which file and why."""
 
 

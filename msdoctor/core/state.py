@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from msdoctor.core.batch import StepBatch
+from msdoctor.core.runstart import fold_run_start
 from msdoctor.core.spool import Chunk
 
 DEFAULT_CAPACITY = 4096
@@ -245,15 +246,10 @@ class RunState:
     ranks: Dict[int, RankState] = field(default_factory=dict)
 
     def note_run_start(self, event: Dict[str, Any]) -> None:
-        rank = event["rank"]
-        self.run_start[rank] = event
-        if rank == min(self.run_start):    # the lowest rank's view wins (rank 0 normally)
-            if "world_size" in event:
-                self.world_size = event["world_size"]
-            self.config = dict(event.get("config") or {})
-            self.expect = dict(event.get("expect") or {})
-        elif self.world_size is None and "world_size" in event:
-            self.world_size = event["world_size"]
+        """Keep ``event`` as its rank's run_start; :func:`fold_run_start` says which wins."""
+        lowest = min(self.run_start) if self.run_start else None
+        self.run_start[event["rank"]] = event
+        fold_run_start(self, event, lowest)
 
 
 class Store:

@@ -7,23 +7,21 @@ firing and resolved transitions are sent, as Alertmanager would.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Dict, Iterable, List
 
 from msdoctor.delivery.worker import Deliverer
+from msdoctor.wire.numbers import to_wire
 
 DEFAULT_STATES = ("firing", "resolved")
 
 
 def json_safe(value: Any) -> Any:
     """Non-finite floats (also nested) as their wire strings."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
     if isinstance(value, dict):
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_safe(v) for v in value]
-    return value
+    return to_wire(value)
 
 
 class WebhookDeliverer(Deliverer):

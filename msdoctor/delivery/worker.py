@@ -22,12 +22,14 @@ import urllib.request
 from collections import deque
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional
 
+from msdoctor.wire.errors import MsdoctorError
+
 log = logging.getLogger("msdoctor.delivery")
 
 USER_AGENT = "msdoctor-delivery/1"
 
 
-class DeliveryError(Exception):
+class DeliveryError(MsdoctorError):
     """One failed POST (network error, timeout or non-2xx status)."""
 
 

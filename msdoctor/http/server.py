@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from msdoctor import __version__
 from msdoctor.exporter.collector import StoreCollector
 from msdoctor.exporter.exposition import CONTENT_TYPE, LabelCache, render
+from msdoctor.wire.errors import MsdoctorError
 from msdoctor.wire.layout import DEFAULT_LISTEN, TOKEN_ENV
 
 try:
@@ -34,23 +35,26 @@ log = logging.getLogger("msdoctor.http")
 ALLOWED = "GET, HEAD"
 
 
-class ListenError(ValueError):
+class ListenError(MsdoctorError, ValueError):
     """A listen address that is malformed or not allowed."""
 
 
-def parse_listen(text: str) -> Tuple[str, int]:
-    """``"127.0.0.1:9400"``, ``"[::1]:9400"``, ``"localhost:0"`` -> ``(host, port)``."""
+def parse_listen(text: str, what: str = "listen address") -> Tuple[str, int]:
+    """``"127.0.0.1:9400"``, ``"[::1]:9400"``, ``"localhost:0"`` -> ``(host, port)``.
+
+    Port 0 is allowed: the system picks a free port, and the server logs the real one
+    (:attr:`SidecarServer.url`). ``what`` names the value in the error (e.g. ``--listen``).
+    """
     host, sep, port_text = text.rpartition(":")
     if not sep or not host:
-        raise ListenError(f"listen address {text!r}: expected HOST:PORT, e.g. {DEFAULT_LISTEN}")
+        raise ListenError(f"{what} {text!r}: expected HOST:PORT, e.g. {DEFAULT_LISTEN}")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ListenError(f"listen address {text!r}: port {port_text!r} is not a number") from None
-    if not 0 <= port <= 65535:
-        raise ListenError(f"listen address {text!r}: port {port} is outside 0-65535")
+    if not port_text.isdigit():
+        raise ListenError(f"{what} {text!r}: port {port_text!r} is not a number")
+    port = int(port_text)
+    if port > 65535:
+        raise ListenError(f"{what} {text!r}: port {port} is outside 0-65535")
     return host, port
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 from msdoctor.replay import mindformers, mindspore, table
+from msdoctor.wire.errors import MsdoctorError
 from msdoctor.wire.layout import is_run_dir
 
 #: Formats in the order autodetection tries them.
@@ -27,7 +28,7 @@ _ROTATED = re.compile(r"\.log\.(\d+)\Z")
 _LOG_SUFFIXES = (".log", ".txt", ".out", ".csv", ".jsonl", ".json", ".tsv")
 
 
-class FormatError(ValueError):
+class FormatError(MsdoctorError, ValueError):
     """No reader recognises an input: names the formats tried and the first unreadable line."""
 
 

@@ -1,16 +1,19 @@
-"""A one-line progress bar on stderr for long replays (only on a terminal, or when asked)."""
+"""A progress bar on stderr for long replays (only on a terminal, or when asked), drawn by
+``rich.progress``."""
 from __future__ import annotations
 
 import sys
-import time
-from typing import Optional, TextIO
+from typing import Any, Optional, TextIO
 
 #: Inputs smaller than this finish too fast for a bar to help.
 MIN_BYTES = 16 << 20
 
 
 class ProgressBar:
-    """``update(nbytes)`` as input is consumed; redraws at most 10 times a second."""
+    """``update(nbytes)`` as input is consumed, ``close()`` at the end; ``done`` counts the
+    bytes either way. Enabled by default only for a large input with a terminal on ``stream``.
+    Off a terminal (``enabled=True`` with output to a file) the bar is printed once, when it
+    closes."""
 
     def __init__(self, total: int, enabled: Optional[bool] = None, stream: Optional[TextIO] = None,
                  label: str = "reading") -> None:
@@ -20,31 +23,35 @@ class ProgressBar:
         self.enabled = bool(enabled)
         self.total = max(1, total)
         self.done = 0
-        self.label = label
-        self.started = time.perf_counter()
-        self._drawn = 0.0
+        self._progress: Any = None
+        if self.enabled:
+            self._start(label)
+
+    def _start(self, label: str) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TaskProgressColumn,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        self._progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+            DownloadColumn(binary_units=True), TransferSpeedColumn(), TimeRemainingColumn(),
+            console=Console(file=self.stream), refresh_per_second=10)
+        self._task = self._progress.add_task(label, total=self.total)
+        self._progress.start()
 
     def update(self, nbytes: int) -> None:
         self.done += nbytes
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if now - self._drawn >= 0.1 or self.done >= self.total:
-            self._drawn = now
-            self._draw(now)
-
-    def _draw(self, now: float) -> None:
-        share = min(1.0, self.done / self.total)
-        width = 30
-        filled = int(share * width)
-        rate = self.done / max(1e-9, now - self.started) / 2**20
-        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] "
-                          f"{share:4.0%} {self.done / 2**20:,.0f}/{self.total / 2**20:,.0f} MiB "
-                          f"{rate:,.0f} MiB/s")
-        self.stream.flush()
+        if self._progress is not None:
+            self._progress.update(self._task, completed=min(self.done, self.total))
 
     def close(self) -> None:
-        if self.enabled:
-            self._draw(time.perf_counter())
-            self.stream.write("\n")
-            self.stream.flush()
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None

@@ -7,6 +7,8 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from msdoctor.core.format import si
+
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf")
 SEVERITY_COLOR = {"critical": "#d62728", "warning": "#e6a100", "info": "#4c8bf5"}
 
@@ -22,17 +24,6 @@ def _ticks(lo: float, hi: float, count: int = 5) -> List[float]:
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
     start = math.ceil(lo / step) * step
     return [start + i * step for i in range(int((hi - start) / step) + 1)]
-
-
-def _fmt(v: float) -> str:
-    if v == 0:
-        return "0"
-    a = abs(v)
-    if a >= 1e6 or a < 1e-3:
-        return f"{v:.2g}"
-    if a >= 1000:
-        return f"{v / 1000:.4g}k"
-    return f"{v:.4g}"
 
 
 def line_chart(title: str, lines: Sequence[Line], markers: Sequence[Marker] = (),
@@ -76,13 +67,13 @@ def line_chart(title: str, lines: Sequence[Line], markers: Sequence[Marker] = ()
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" class="plot"/>')
     for v in _ticks(lo, hi):
         y = top + (1 - (v - lo) / (hi - lo)) * ph
-        label = _fmt(10 ** v) if log_y else _fmt(v)
+        label = si(10 ** v if log_y else v, digits=4)
         out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
                    f'<text x="{left - 6}" y="{y + 4:.1f}" class="ylab">{label}</text>')
     for v in _ticks(x_lo, x_hi, 8):
         x = left + (v - x_lo) / (x_hi - x_lo) * pw
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{top + ph}" class="grid"/>'
-                   f'<text x="{x:.1f}" y="{top + ph + 16}" class="xlab">{_fmt(v)}</text>')
+                   f'<text x="{x:.1f}" y="{top + ph + 16}" class="xlab">{si(v, digits=4)}</text>')
     out.append(f'<text x="{left + pw}" y="{height - 2}" class="xlab" text-anchor="end">'
                f'{escape(x_label)}</text>')
     for step in bands:

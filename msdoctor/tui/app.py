@@ -17,9 +17,9 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 
-from msdoctor.tui.alerts import AlertsPane, Marks
-from msdoctor.tui.alertscreen import AlertScreen
-from msdoctor.tui.charts import ChartsPane
+from msdoctor.tui.alertdetail import AlertScreen
+from msdoctor.tui.alertpane import AlertsPane, Marks
+from msdoctor.tui.chartpane import ChartsPane
 from msdoctor.tui.columns import COLUMNS
 from msdoctor.tui.helpscreen import HelpScreen
 from msdoctor.tui.model import Snapshot

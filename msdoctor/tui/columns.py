@@ -5,8 +5,9 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Optional, Tuple
 
-from msdoctor.tui import format as fmt
+from msdoctor.core import format as fmt
 from msdoctor.tui.model import RankRow
+from msdoctor.tui.sparkline import sparkline
 
 SPARK_WIDTH = 8
 HEALTH_DOT = {"bad": "●", "warn": "●", "stale": "◌", "ok": "●", "done": "✓"}
@@ -57,23 +58,23 @@ COLUMNS: Tuple[Column, ...] = (
            "dim = no events lately, blue = completed"),
     Column("step", "STEP", 7, lambda r: fmt.MISSING if r.last_step is None else str(r.last_step),
            lambda r: _sortable(r.last_step), help="last step"),
-    Column("loss", "LOSS", 8, lambda r: fmt.num(r.get("loss"), 4), _signal("loss"),
+    Column("loss", "LOSS", 8, lambda r: fmt.number(r.get("loss"), 4), _signal("loss"),
            help="training loss"),
-    Column("grad_norm", "GNORM", 7, lambda r: fmt.num(r.get("grad_norm"), 3),
+    Column("grad_norm", "GNORM", 7, lambda r: fmt.number(r.get("grad_norm"), 3),
            _signal("grad_norm"), help="global gradient norm"),
-    Column("loss_scale", "SCALE", 7, lambda r: fmt.scale(r.get("loss_scale")),
+    Column("loss_scale", "SCALE", 7, lambda r: fmt.loss_scale(r.get("loss_scale")),
            _signal("loss_scale"), help="dynamic loss scale"),
     Column("tokens_per_s", "TOK/S", 6, lambda r: fmt.rate(r.get("tokens_per_s")),
            _signal("tokens_per_s"), help="tokens per second on this device"),
-    Column("step_time_s", "STEP T", 7, lambda r: fmt.seconds(r.get("step_time_s")),
+    Column("step_time_s", "STEP T", 7, lambda r: fmt.duration(r.get("step_time_s")),
            _signal("step_time_s"), help="wall time of the last step"),
     Column("data_wait_share", "WAIT", 6, lambda r: fmt.percent(r.get("data_wait_share")),
            _signal("data_wait_share"), help="share of the step spent waiting for data"),
-    Column("memory", "MEM", 6, lambda r: fmt.size(memory(r)), lambda r: _sortable(memory(r)),
+    Column("memory", "MEM", 6, lambda r: fmt.byte_size(memory(r)), lambda r: _sortable(memory(r)),
            help="device memory (host RSS when the device reports none)"),
-    Column("update_ratio", "UPD", 7, lambda r: fmt.num(r.get("update_ratio"), 2),
+    Column("update_ratio", "UPD", 7, lambda r: fmt.number(r.get("update_ratio"), 2),
            _signal("update_ratio"), help="|Δw|/|w| on sampled steps"),
-    Column("spark", "LOSS~", SPARK_WIDTH + 2, lambda r: fmt.sparkline(r.spark, SPARK_WIDTH),
+    Column("spark", "LOSS~", SPARK_WIDTH + 2, lambda r: sparkline(r.spark, SPARK_WIDTH),
            lambda r: _sortable(r.spark[-1] if r.spark else None), align="left",
            help="recent loss"),
     Column("alerts", "ALERTS", 30, lambda r: ",".join(r.alerts), lambda r: r.firing * 10 + r.pending,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 #: Rank health, worst first: decides the status colour and the "worst" sort order.
 HEALTH = ("bad", "warn", "stale", "ok", "done")
@@ -166,14 +166,3 @@ def judge(rows: Sequence[RankRow], stale_after_s: float = 120.0) -> List[RankRow
 def worst(rows: Sequence[RankRow]) -> Optional[RankRow]:
     """The rank most in need of a look (highest score; lowest rank on ties)."""
     return max(rows, key=lambda r: (r.score, -r.rank), default=None)
-
-
-def count_by(items: Sequence[AlertItem], state: str) -> int:
-    return sum(1 for a in items if a.state == state)
-
-
-def alerts_by_rank(items: Sequence[AlertItem]) -> Dict[Optional[int], List[AlertItem]]:
-    out: Dict[Optional[int], List[AlertItem]] = {}
-    for a in items:
-        out.setdefault(a.rank, []).append(a)
-    return out

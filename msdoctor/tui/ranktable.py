@@ -17,8 +17,8 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from msdoctor.core.format import nonfinite
 from msdoctor.tui.columns import BY_KEY, COLUMNS, SORT_KEYS, Column
-from msdoctor.tui.format import nonfinite
 from msdoctor.tui.model import RankRow, worst
 from msdoctor.tui.rankfilter import RankFilter, parse
 

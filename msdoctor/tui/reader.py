@@ -15,6 +15,7 @@ from msdoctor.core.views import (AlertHistoryView, AlertsView, AlertView, Overvi
 from msdoctor.tui.model import (AlertItem, ChartData, RankRow, RunSummary, Snapshot, judge,
                                 worst, _median)
 from msdoctor.wire.numbers import as_float
+from msdoctor.wire.errors import MsdoctorError
 
 #: Signals the chart pane draws (memory picks the first of its signals that is recorded).
 CHART_SIGNALS = ("loss", "grad_norm", "loss_scale", "tokens_per_s", "mem_device_bytes",
@@ -28,7 +29,7 @@ CHART_POINTS = 400
 HISTORY_LIMIT = 1000
 
 
-class SourceError(Exception):
+class SourceError(MsdoctorError):
     """The data source cannot be read now (unreachable, refused, bad answer)."""
 
 

@@ -6,7 +6,7 @@ from typing import Optional
 from rich.text import Text
 from textual.widgets import Static
 
-from msdoctor.tui import format as fmt
+from msdoctor.core import format as fmt
 from msdoctor.tui.model import RunSummary
 
 
@@ -25,11 +25,11 @@ def header_text(run: Optional[RunSummary], source: str, stale: bool = False) -> 
         *((("  ", ""), (run.precision, "")) if run.precision else ()),
         ("  ranks ", "dim"), f"{run.ranks}/{world}",
         ("  step ", "dim"), (step, "bold"))
-    elapsed = ("~" if run.elapsed_estimated else "") + fmt.seconds(run.elapsed_s)
+    elapsed = ("~" if run.elapsed_estimated else "") + fmt.duration(run.elapsed_s)
     second = Text.assemble(
         ("elapsed ", "dim"), elapsed,
         ("  tok/s ", "dim"), (fmt.rate(run.tokens_per_s), "bold"),
-        ("  ETA ", "dim"), fmt.seconds(run.eta_s) if run.eta_s is not None else "-",
+        ("  ETA ", "dim"), fmt.duration(run.eta_s) if run.eta_s is not None else "-",
         ("  ", ""),
         (f"{run.firing} firing", "bold white on red" if run.firing else "green"),
         *(((" ", ""), (f"{run.pending} pending", "yellow")) if run.pending else ()),

@@ -6,9 +6,8 @@ from msdoctor.wire.schema import (
     STEP_SIGNALS,
     EventError,
     make,
-    tokens_per_s,
     validate,
 )
 
 __all__ = ["decode", "encode", "EVENT_TYPES", "SCHEMA_VERSION", "STEP_SIGNALS", "EventError",
-           "make", "tokens_per_s", "validate"]
+           "make", "validate"]

@@ -8,9 +8,9 @@ are turned back into floats by :func:`decode`. ``orjson`` is used when present
 from __future__ import annotations
 
 import json
-import math
 from typing import Any, Dict
 
+from msdoctor.wire.numbers import to_wire
 from msdoctor.wire.schema import EventError, validate
 
 try:  # optional accelerator, same results
@@ -22,9 +22,7 @@ except ImportError:  # pragma: no cover - exercised only without orjson
 def _finite_safe(value: Any) -> Any:
     """Replace non-finite floats (also nested, also numpy scalars) by their wire strings."""
     if isinstance(value, float):
-        if math.isfinite(value):
-            return value
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+        return to_wire(value)
     if isinstance(value, dict):
         return {str(k): _finite_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

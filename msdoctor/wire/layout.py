@@ -65,3 +65,19 @@ def is_run_dir(path: PathLike) -> bool:
     """A directory holding an ``events/`` directory (a spool)."""
     p = Path(path)
     return p.is_dir() and (p / EVENTS_DIR).is_dir()
+
+
+#: What a run directory is, in the words of the tools' error messages.
+EXPECTED_RUN_DIR = "a directory containing events/rank-<N>.jsonl written by trainer_hooks"
+
+
+def run_dir_error(run_dir: PathLike, need_events: bool = True) -> Optional[str]:
+    """A one-line complaint when ``run_dir`` is not a usable run directory, else None
+    (``need_events=False``: ``events/`` may still appear, as when the sidecar starts first)."""
+    p = Path(run_dir)
+    if not p.is_dir():
+        what = "is not a directory" if p.exists() else "does not exist"
+        return f"run directory {p} {what}; expected {EXPECTED_RUN_DIR}"
+    if need_events and not (p / EVENTS_DIR).is_dir():
+        return f"{p} has no {EVENTS_DIR}/ directory; expected {EXPECTED_RUN_DIR}"
+    return None

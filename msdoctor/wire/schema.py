@@ -2,8 +2,8 @@
 
 Standard library only: the training process imports this module too.
 
-An event is a plain ``dict`` (fast to build and to decode; typed views are the
-``TypedDict`` classes below). Every event has ``v`` (schema version), ``type``
+An event is a plain ``dict`` (fast to build and to decode); :data:`FIELDS` lists each
+type's fields and their kinds. Every event has ``v`` (schema version), ``type``
 and ``rank``; each type has its own fields. Absent signals are omitted, never
 faked. Unknown fields are kept as they are, so a newer producer never breaks an
 older sidecar.
@@ -11,7 +11,9 @@ older sidecar.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Mapping, Optional, Tuple, TypedDict
+from typing import Any, Dict, Optional, Tuple
+
+from msdoctor.wire.errors import MsdoctorError
 
 SCHEMA_VERSION = 1
 
@@ -60,79 +62,12 @@ FIELDS: Dict[str, Dict[str, Tuple[str, bool]]] = {
 
 EVENT_TYPES: Tuple[str, ...] = tuple(FIELDS)
 
-RUN_END_STATUSES = ("completed", "failed", "stopped")
-
-
-class EventError(ValueError):
+class EventError(MsdoctorError, ValueError):
     """A malformed event: names the field, what was found and what was expected."""
 
     def __init__(self, message: str, field: Optional[str] = None) -> None:
         super().__init__(message)
         self.field = field
-
-
-class RunStart(TypedDict, total=False):
-    v: int
-    type: str
-    rank: int
-    t: float
-    run: str
-    world_size: int
-    config: Dict[str, Any]
-    expect: Dict[str, Any]
-
-
-class Step(TypedDict, total=False):
-    v: int
-    type: str
-    rank: int
-    t: float
-    run: str
-    step: int
-    overflow: bool
-    loss: float
-    grad_norm: float
-    loss_scale: float
-    lr: float
-    tokens: float
-    step_time_s: float
-    data_wait_s: float
-    update_ratio: float
-    mem_device_bytes: float
-    mem_device_peak_bytes: float
-    mem_host_rss_bytes: float
-    micro_steps: float
-
-
-class Checkpoint(TypedDict, total=False):
-    v: int
-    type: str
-    rank: int
-    t: float
-    run: str
-    step: int
-    path: str
-
-
-class RunEnd(TypedDict, total=False):
-    v: int
-    type: str
-    rank: int
-    t: float
-    run: str
-    status: str
-    step: int
-    exception: str
-
-
-class Heartbeat(TypedDict, total=False):
-    v: int
-    type: str
-    rank: int
-    t: float
-    run: str
-    step: int
-    dropped: int
 
 
 def _describe(value: Any) -> str:
@@ -206,10 +141,3 @@ def make(kind: str, rank: int, **fields: Any) -> Dict[str, Any]:
             event[name] = value
     return event
 
-
-def tokens_per_s(event: Mapping[str, Any]) -> Optional[float]:
-    """Per-device throughput derived from a step event, or None when not derivable."""
-    tokens, seconds = event.get("tokens"), event.get("step_time_s")
-    if tokens is None or not seconds or seconds <= 0:
-        return None
-    return float(tokens) / float(seconds)

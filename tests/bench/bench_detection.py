@@ -13,7 +13,7 @@ injected at a known step, ``--per-type`` runs per shipped alert) with
 - median (and max) detection delay in steps from the injection (JobHung: seconds since
   the last step; LossSpikesPeriodic: also in periods).
 
-Targets (issue 3): recall >= 0.95 for every anomaly, <= 1 false alert per 10k healthy
+Targets: recall >= 0.95 for every anomaly, <= 1 false alert per 10k healthy
 steps over all rules, non-finite loss alerted on the same step, periodic spikes within 3
 periods (checked like recall: in >= 95 % of the periodic runs; the period needs three
 spikes, and a spike too weak to stand out of the noise costs one more period).

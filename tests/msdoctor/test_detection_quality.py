@@ -1,4 +1,4 @@
-"""Detection quality of the shipped rules on held-out labelled synthetic runs (issue 3).
+"""Detection quality of the shipped rules on held-out labelled synthetic runs.
 
 The generator and scorer are ``tests/bench/synthetic.py`` and
 ``tests/bench/bench_detection.py`` (run the latter for the full table on both seed

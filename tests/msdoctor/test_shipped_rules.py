@@ -17,8 +17,8 @@ RULES = REPO / "rules"
 TESTS = sorted((RULES / "tests").glob("*.yaml"))
 RUNBOOK = REPO / "docs" / "runbook.md"
 
-#: The alert names other parts of msdoctor and the benchmarks refer to (issue 3), and
-#: GradNormSpikesRecurring (what the bundled trainer's lr-high fault really shows, issue 4).
+#: The alert names other parts of msdoctor and the benchmarks refer to, and
+#: GradNormSpikesRecurring (what the bundled trainer's lr-high fault really shows).
 REQUIRED = ("LossNonFinite", "GradNormNonFinite", "LossPlateau", "LossSpike",
             "LossSpikesPeriodic", "LossOscillating", "UpdatesStalled", "GradNormSpike",
             "GradNormSpikesRecurring",

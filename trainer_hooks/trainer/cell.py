@@ -4,7 +4,8 @@
 micro-batch: it adds the micro-batch's gradients to accumulators and applies the optimizer only on
 every ``grad_accum``-th call. The arithmetic is right, but ``Model.train`` now counts cell calls,
 so the logged step counts micro-batches: "1000 steps" are ``1000 / grad_accum`` updates
-(DIAGNOSIS-GUIDE §4). The correct path is :func:`trainer_hooks.trainer.model.micro_batch_loss`.
+(the StepCountMismatch rule catches it). The correct path is
+:func:`trainer_hooks.trainer.model.micro_batch_loss`.
 """
 from __future__ import annotations
 

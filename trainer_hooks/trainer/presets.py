@@ -1,7 +1,7 @@
 """Model and training presets: two that run on a CPU, and real sizes for NPUs/GPUs.
 
 A preset is plain data (no MindSpore import): the ``LlamaConfig`` fields of the model and the
-training defaults the guide recommends for that size (DIAGNOSIS-GUIDE §3, §6).
+training defaults commonly recommended for that size (batch, learning rate, warmup).
 """
 from __future__ import annotations
 

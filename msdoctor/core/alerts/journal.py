@@ -11,7 +11,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 from msdoctor.core.alerts.model import Alert
 from msdoctor.wire.layout import ALERTS_FILE
@@ -139,10 +139,6 @@ class Replayed:
             del self.offsets[key]
         self.suppressed += 1
         return True
-
-    def first_offset(self) -> Optional[int]:
-        """Journal offset of the earliest transition not re-found yet (None: all were)."""
-        return min((o[0] for o in self.offsets.values() if o), default=None)
 
 
 def read_alerts(run_dir: os.PathLike | str, filename: str = ALERTS_FILE) -> List[Dict[str, Any]]:

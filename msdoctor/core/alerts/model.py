@@ -1,16 +1,10 @@
 """One alert transition, as written to ``alerts.jsonl`` and shown to people."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
-
-def json_number(value: Any) -> Any:
-    """A JSON-safe number: non-finite floats become "nan", "inf", "-inf" (as in events)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return value
+from msdoctor.wire.numbers import to_wire
 
 
 @dataclass
@@ -40,10 +34,10 @@ class Alert:
         d: Dict[str, Any] = {
             "alert": self.alert, "state": self.state, "severity": self.severity,
             "run": self.run, "rank": self.rank, "step": self.step, "first_step": self.first_step,
-            "value": json_number(self.value), "summary": self.summary, "cause": self.cause,
-            "fix": self.fix, "runbook_url": self.runbook_url, "t": json_number(self.t),
+            "value": to_wire(self.value), "summary": self.summary, "cause": self.cause,
+            "fix": self.fix, "runbook_url": self.runbook_url, "t": to_wire(self.t),
             "labels": dict(self.labels), "annotations": dict(self.annotations),
-            "values": {k: json_number(v) for k, v in self.values.items()},
+            "values": {k: to_wire(v) for k, v in self.values.items()},
         }
         if self.action:
             d["action"] = self.action

@@ -8,6 +8,8 @@ from typing import Any, Dict, List, Optional
 import numpy as np
 
 from msdoctor.core.engine.lifecycle import AlertState
+from msdoctor.core.runstart import fold_run_start
+from msdoctor.wire.numbers import from_wire, to_wire
 
 
 @dataclass
@@ -21,15 +23,9 @@ class RunContext:
     start_rank: Optional[int] = None                                    # whose run_start wins
 
     def note_run_start(self, event: Dict[str, Any]) -> None:
-        rank = int(event.get("rank", 0))
-        if self.start_rank is None or rank <= self.start_rank:
-            self.start_rank = rank
-            self.config = dict(event.get("config") or {})
-            self.expect = dict(event.get("expect") or {})
-            if "world_size" in event:
-                self.world_size = event["world_size"]
-        elif self.world_size is None and "world_size" in event:
-            self.world_size = event["world_size"]
+        """Fold a run_start; :func:`fold_run_start` says which rank's wins."""
+        if fold_run_start(self, event, self.start_rank):
+            self.start_rank = event["rank"]
 
 
 @dataclass
@@ -62,9 +58,7 @@ def pack(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return value.astype(np.int64 if value.dtype.kind in "iu" else np.float64)
     if isinstance(value, float):
-        if math.isfinite(value):
-            return value
-        return {"__float__": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+        return value if math.isfinite(value) else {"__float__": to_wire(value)}
     if isinstance(value, dict):
         return {str(k): pack(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -86,7 +80,7 @@ def unpack(value: Any) -> Any:
                 return np.asarray(value["data"], dtype=np.int64)
             return np.asarray([unpack(x) for x in value["data"]], dtype=np.float64)
         if "__float__" in value:
-            return float(value["__float__"])
+            return from_wire(value["__float__"])
         return {k: unpack(v) for k, v in value.items()}
     if isinstance(value, list):
         return [unpack(v) for v in value]

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional
 
+from msdoctor.wire.errors import MsdoctorError
+
 
 @dataclass(frozen=True)
 class RuleError:
@@ -27,7 +29,7 @@ class RuleError:
         return where + self.message
 
 
-class RuleSetError(ValueError):
+class RuleSetError(MsdoctorError, ValueError):
     """A rule set that cannot be loaded; ``errors`` holds every problem found."""
 
     def __init__(self, errors: List[RuleError]) -> None:
@@ -35,7 +37,7 @@ class RuleSetError(ValueError):
         super().__init__("\n".join(str(e) for e in self.errors))
 
 
-class ExprError(ValueError):
+class ExprError(MsdoctorError, ValueError):
     """An expression that is not in the language; ``offset`` is its 0-based column."""
 
     def __init__(self, message: str, offset: int = 0) -> None:

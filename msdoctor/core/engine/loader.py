@@ -11,7 +11,7 @@ import os
 import re
 import sysconfig
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import yaml
 from yaml.constructor import SafeConstructor
@@ -385,8 +385,3 @@ def _annotations(w: _Walker, item: Optional[Tuple[Any, Any]], labels: Optional[D
             annotations[key] = text
             templates[key] = template
     return annotations, templates
-
-
-def iter_rules(paths: Iterable[StrPath]) -> List[Rule]:
-    """Convenience: the rules of ``paths`` (raises :class:`RuleSetError`)."""
-    return list(load_rules(list(paths)))

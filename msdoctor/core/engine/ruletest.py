@@ -24,6 +24,7 @@ from msdoctor.core.engine.errors import RuleSetError
 from msdoctor.core.engine.evaluator import Engine
 from msdoctor.core.engine.loader import StrPath, load_rules
 from msdoctor.core.engine.series import SeriesError, expand
+from msdoctor.wire.errors import MsdoctorError
 from msdoctor.wire.schema import STEP_SIGNALS, make
 
 RUN = "test"
@@ -34,7 +35,7 @@ CHECK_KEYS = ("at_step", "at_time", "alertname", "exp_alerts")
 SERIES_SIGNALS = STEP_SIGNALS + ("overflow", "step") + DERIVED
 
 
-class RuleTestError(ValueError):
+class RuleTestError(MsdoctorError, ValueError):
     pass
 
 

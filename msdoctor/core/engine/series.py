@@ -5,6 +5,8 @@ import math
 import re
 from typing import List, Optional
 
+from msdoctor.wire.errors import MsdoctorError
+
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf|nan"
 _TOKEN = re.compile(rf"(?P<a>{_NUM})(?:(?P<op>[+-])(?P<b>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+))?"
                     rf"(?:x(?P<n>\d+))?\Z")
@@ -14,7 +16,7 @@ FORM = ('space-separated items: a number, nan, inf, -inf, "_" (not recorded), "a
         '"a+bxN" / "a-bxN" (N+1 values from a in steps of b), "_xN" (N not recorded)')
 
 
-class SeriesError(ValueError):
+class SeriesError(MsdoctorError, ValueError):
     pass
 
 

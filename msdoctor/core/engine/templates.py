@@ -6,6 +6,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple, Union
 
+from msdoctor.core.format import humanize, humanize_duration, humanize_percentage, plain
+from msdoctor.wire.errors import MsdoctorError
+
 _SUBST = re.compile(r"\{\{(.*?)\}\}", re.S)
 _REF = re.compile(r"\$(value|step|first_step|run|labels\.([A-Za-z_][A-Za-z0-9_]*)"
                   r"|values\.([A-Za-z_][A-Za-z0-9_]*))\Z")
@@ -16,7 +19,7 @@ FORMS = ('{{ $value }}, {{ $step }}, {{ $first_step }}, {{ $run }}, {{ $labels.N
          'or | humanizePercentage')
 
 
-class TemplateError(ValueError):
+class TemplateError(MsdoctorError, ValueError):
     def __init__(self, message: str, offset: int = 0) -> None:
         super().__init__(message)
         self.message = message
@@ -104,53 +107,11 @@ def _format(value: Any, ref: Ref) -> str:
     if ref.filter == "humanizeDuration":
         return humanize_duration(x)
     if ref.filter == "humanizePercentage":
-        return "nan" if math.isnan(x) else f"{x * 100:.4g}%"
+        return humanize_percentage(x)
     if ref.fmt == "%d":
-        return str(int(x)) if math.isfinite(x) else _nonfinite(x)
+        return str(int(x)) if math.isfinite(x) else plain(x)
     if ref.fmt == "%s":
-        return _default(x)
+        return plain(x)
     if ref.fmt:
         return ref.fmt % x
-    return _default(x)
-
-
-def _nonfinite(x: float) -> str:
-    return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-
-
-def _default(x: float) -> str:
-    if not math.isfinite(x):
-        return _nonfinite(x)
-    if x.is_integer() and abs(x) < 1e15:
-        return str(int(x))
-    return f"{x:.6g}"
-
-
-def humanize(x: float) -> str:
-    """SI prefixes: 1234 -> 1.234k."""
-    if not math.isfinite(x) or x == 0:
-        return _default(x)
-    for factor, prefix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"),
-                           (1e3, "k")):
-        if abs(x) >= factor:
-            return f"{x / factor:.4g}{prefix}"
-    for factor, prefix in ((1e-3, "m"), (1e-6, "u"), (1e-9, "n")):
-        if abs(x) >= factor and abs(x) < 1:
-            return f"{x / factor:.4g}{prefix}"
-    return f"{x:.4g}"
-
-
-def humanize_duration(seconds: float) -> str:
-    """Seconds as ``1h 2m 3s``."""
-    if not math.isfinite(seconds):
-        return _default(seconds)
-    if abs(seconds) < 60:
-        return f"{seconds:.3g}s"
-    total = int(round(seconds))
-    sign = "-" if total < 0 else ""
-    total = abs(total)
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    parts = [f"{v}{u}" for v, u in ((days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")) if v]
-    return sign + " ".join(parts)
+    return plain(x)

@@ -13,10 +13,11 @@ from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 from msdoctor import __version__
 from msdoctor.core.state import RankState, RunState, Store
 from msdoctor.core.views.alert_views import AlertCounts, AlertSource, AlertView, active_of
+from msdoctor.wire.errors import MsdoctorError
 from msdoctor.wire.numbers import from_wire, to_wire
 
 
-class NotFound(LookupError):
+class NotFound(MsdoctorError, LookupError):
     """A run, rank or signal that the state does not have."""
 
 

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,27 @@ def test_serve_rejects_a_listen_address_that_is_not_host_port(tmp_path):
                             timeout=60)
     assert result.returncode == 2
     assert "--listen '9400': expected HOST:PORT, e.g. 127.0.0.1:9400" in result.stderr
+
+
+def test_serve_on_port_0_listens_on_a_free_port_and_logs_it(tmp_path):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "msdoctor", "serve", "--run-dir", str(tmp_path), "--listen",
+         "127.0.0.1:0", "--poll", "0.05"], cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in process.stderr:
+            lines.append(line)
+            if "serving /metrics" in line:
+                break
+        url = lines[-1].rsplit(" on ", 1)[-1].strip()
+        assert url.startswith("http://127.0.0.1:") and not url.endswith(":0"), lines
+        with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
+            assert response.status == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    assert process.returncode == 0
 
 
 @pytest.mark.slow

@@ -88,14 +88,25 @@ def test_a_non_loopback_address_needs_allow_remote():
 
 
 @pytest.mark.parametrize("text, error", [("9400", "HOST:PORT"), ("host:http", "not a number"),
+                                         ("host:-1", "not a number"),
                                          ("127.0.0.1:70000", "outside 0-65535")])
 def test_a_malformed_listen_address_is_named_in_the_error(text, error):
     with pytest.raises(ListenError, match=error):
         parse_listen(text)
 
 
-def test_parse_listen_accepts_ipv6_literals():
+def test_parse_listen_accepts_ipv6_literals_and_port_0():
     assert parse_listen("[::1]:9400") == ("::1", 9400)
+    assert parse_listen("localhost:0") == ("localhost", 0)
+
+
+def test_port_0_binds_a_free_port_and_the_url_names_it(store):
+    server = SidecarServer(StoreCollector(store), listen="127.0.0.1:0")
+    try:
+        port = server.address[1]
+        assert port > 0 and server.url == f"http://127.0.0.1:{port}"
+    finally:
+        server.httpd.server_close()
 
 
 def test_a_port_in_use_is_a_clear_error(server, store):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import Input, TabbedContent
 
-from msdoctor.tui.alertscreen import AlertScreen
+from msdoctor.tui.alertdetail import AlertScreen
 from msdoctor.tui.app import DoctorApp
 from msdoctor.tui.helpscreen import HelpScreen
 from msdoctor.tui.ranktable import RankTable

@@ -7,9 +7,8 @@ import math
 import pytest
 from hypothesis import given, strategies as st
 
-from msdoctor.wire import EVENT_TYPES, STEP_SIGNALS, EventError, decode, encode, make, validate
+from msdoctor.wire import EVENT_TYPES, EventError, decode, encode, make, validate
 from msdoctor.wire.codec import loads
-from msdoctor.wire.schema import tokens_per_s
 
 
 def test_nan_and_inf_survive_a_round_trip_as_json_strings():
@@ -103,8 +102,3 @@ def test_every_event_type_built_with_make_round_trips():
         assert decode(encode(event)) == event
 
 
-def test_tokens_per_second_is_derived_only_when_both_parts_are_usable():
-    assert tokens_per_s({"tokens": 4096, "step_time_s": 0.5}) == 8192.0
-    assert tokens_per_s({"tokens": 4096}) is None
-    assert tokens_per_s({"tokens": 4096, "step_time_s": 0.0}) is None
-    assert "tokens" in STEP_SIGNALS and "step_time_s" in STEP_SIGNALS

@@ -6,12 +6,7 @@ import math
 import pytest
 
 from msdoctor.core.engine.series import SeriesError, expand
-from msdoctor.core.engine.templates import (
-    TemplateError,
-    humanize,
-    humanize_duration,
-    parse_template,
-)
+from msdoctor.core.engine.templates import TemplateError, parse_template
 
 SCOPE = {"value": 0.12345678, "step": 120, "first_step": 100, "run": "r1",
          "labels": {"rank": "3", "severity": "critical"}, "values": {"period": 300.0}}
@@ -48,11 +43,6 @@ def test_anything_else_in_a_template_is_an_error(text, message):
     with pytest.raises(TemplateError) as info:
         parse_template(text)
     assert message in str(info.value)
-
-
-def test_humanize_helpers():
-    assert humanize(1234.0) == "1.234k" and humanize(3.2e10) == "32G" and humanize(0.002) == "2m"
-    assert humanize_duration(3723) == "1h 2m 3s" and humanize_duration(12.5) == "12.5s"
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -13,7 +13,7 @@ from typing import List, Optional, Sequence, Tuple
 from rich.text import Text
 from textual.widget import Widget
 
-from msdoctor.tui import format as fmt
+from msdoctor.core import format as fmt
 
 BRAILLE = 0x2800
 DOTS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))   # [row][col]
@@ -53,7 +53,7 @@ def smooth(values: Sequence[float], weight: float = 0.9) -> List[float]:
 
 
 def _axis(value: float, unit: str) -> str:
-    return (fmt.size(value) if unit == "bytes" else fmt.num(value, 3)).rjust(AXIS_WIDTH - 1)
+    return (fmt.byte_size(value) if unit == "bytes" else fmt.number(value, 3)).rjust(AXIS_WIDTH - 1)
 
 
 def render_plot(plot: Plot, width: int, height: int) -> Text:

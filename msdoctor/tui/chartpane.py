@@ -14,7 +14,7 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Input, Static
 
-from msdoctor.tui.chart import PALETTE, Chart, Line, Plot, smooth
+from msdoctor.tui.braillechart import PALETTE, Chart, Line, Plot, smooth
 from msdoctor.tui.model import ChartData
 
 MAX_RANKS = 6

@@ -16,7 +16,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import DataTable, Static
 
-from msdoctor.tui import format as fmt
+from msdoctor.core import format as fmt
 from msdoctor.tui.model import AlertItem, AlertKey
 
 STATE_STYLE = {"firing": "bold white on red", "pending": "black on yellow", "resolved": "green"}
@@ -129,7 +129,7 @@ class AlertsPane(Vertical):
                 Text(a.alert + (f" ({mark})" if mark else ""), style=dim or "bold"),
                 "-" if a.rank is None else str(a.rank),
                 "-" if a.step is None else str(a.step),
-                fmt.num(a.value, 4),
+                fmt.number(a.value, 4),
                 Text(a.summary, style=dim))
         if keep is not None:
             for i, a in enumerate(self.shown):

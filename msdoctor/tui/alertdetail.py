@@ -10,8 +10,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
-from msdoctor.tui import format as fmt
-from msdoctor.tui.alerts import SEVERITY_STYLE, STATE_STYLE, Marks
+from msdoctor.core import format as fmt
+from msdoctor.tui.alertpane import SEVERITY_STYLE, STATE_STYLE, Marks
 from msdoctor.tui.model import AlertItem
 
 
@@ -29,7 +29,7 @@ def detail_text(item: AlertItem, mark: str = "") -> Text:
                       (item.alert, "bold"), (f"  ({mark})" if mark else "", "dim")),
         Text(where + steps, style="dim"),
     ]
-    parts[1].append(f"   value {fmt.num(item.value, 6)}")
+    parts[1].append(f"   value {fmt.number(item.value, 6)}")
     for label, body in (("Summary", item.summary), ("Cause", item.cause), ("Fix", item.fix),
                         ("Runbook", item.runbook_url)):
         if not body:
@@ -43,7 +43,7 @@ def detail_text(item: AlertItem, mark: str = "") -> Text:
 class AlertScreen(ModalScreen[None]):
     """A dialog over the app; Escape closes it."""
 
-    CSS_PATH = "alertscreen.tcss"
+    CSS_PATH = "alertdetail.tcss"
     BINDINGS: ClassVar[List[BindingType]] = [
         Binding("escape,q", "dismiss", "Close"),
         Binding("a", "mark('ack')", "Ack"),
