@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, Union
 from urllib.parse import parse_qs, unquote
 
+from msdoctor.api.openapi import openapi
 from msdoctor.core import views
 from msdoctor.core.state import Store
 from msdoctor.core.views import AlertSource
-from msdoctor.api.openapi import openapi
 from msdoctor.wire.errors import MsdoctorError
 
 PREFIX = "/api/v1"

@@ -17,11 +17,19 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 
 from msdoctor.core.clock import RecordClock
 from msdoctor.core.pipeline import Item, Pipeline
-from msdoctor.replay.formats import (FORMATS, READERS, FormatError, detect, expand, file_order,
-                                     is_spool, rank_of)
+from msdoctor.core.runstats import RunStats
+from msdoctor.replay.formats import (
+    FORMATS,
+    READERS,
+    FormatError,
+    detect,
+    expand,
+    file_order,
+    is_spool,
+    rank_of,
+)
 from msdoctor.replay.progress import ProgressBar
 from msdoctor.replay.recording import Recording
-from msdoctor.core.runstats import RunStats
 
 TABLE_FIELDS = ("alert", "severity", "run", "rank", "step", "first_step", "value", "summary",
                 "cause", "fix", "runbook_url", "t", "labels", "values", "action")

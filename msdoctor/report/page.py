@@ -28,7 +28,8 @@ svg .xlab{font-size:11px;fill:#666;text-anchor:middle}svg .legend{font-size:11px
 svg .empty{font-size:13px;fill:#999;text-anchor:middle}svg .band{stroke:#d62728;stroke-width:1}
 svg .nonfinite{font-size:13px;text-anchor:middle;font-weight:700}
 svg .marker line{stroke-width:1.2;stroke-dasharray:4 3;opacity:.85}
-table{border-collapse:collapse;width:100%;font-size:13px}th,td{text-align:left;vertical-align:top;padding:6px 8px;border-bottom:1px solid #e6e8eb}
+table{border-collapse:collapse;width:100%;font-size:13px}
+th,td{text-align:left;vertical-align:top;padding:6px 8px;border-bottom:1px solid #e6e8eb}
 th{background:#f6f8fa}.sev{display:inline-block;padding:1px 7px;border-radius:10px;color:#fff;font-size:12px}
 .fix{color:#1a5e20}.cause{color:#555}.none{color:#2c7a2c;font-weight:600}
 .problems{color:#8a4b00;font-size:13px}

@@ -10,12 +10,28 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 
-from msdoctor.core.views import (AlertHistoryView, AlertsView, AlertView, OverviewView,
-                                 RankSeriesView, RankView, RunsView, RunView)
-from msdoctor.tui.model import (AlertItem, ChartData, RankRow, RunSummary, Snapshot, judge,
-                                worst, _median)
-from msdoctor.wire.numbers import as_float
+from msdoctor.core.views import (
+    AlertHistoryView,
+    AlertsView,
+    AlertView,
+    OverviewView,
+    RankSeriesView,
+    RankView,
+    RunsView,
+    RunView,
+)
+from msdoctor.tui.model import (
+    AlertItem,
+    ChartData,
+    RankRow,
+    RunSummary,
+    Snapshot,
+    _median,
+    judge,
+    worst,
+)
 from msdoctor.wire.errors import MsdoctorError
+from msdoctor.wire.numbers import as_float
 
 #: Signals the chart pane draws (memory picks the first of its signals that is recorded).
 CHART_SIGNALS = ("loss", "grad_norm", "loss_scale", "tokens_per_s", "mem_device_bytes",
