@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from msdoctor.cli.serve import LogReporter
 from msdoctor.core.pipeline import Pipeline
+from msdoctor.core.sidecar_log import LogReporter
 from msdoctor.core.spool import MAX_LINE_BYTES
 from msdoctor.wire import encode, make
 
