@@ -13,7 +13,7 @@ Two families, pure functions:
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Union
 
 from msdoctor.wire.numbers import to_wire
 
@@ -30,20 +30,22 @@ def nonfinite(value: object) -> bool:
     return isinstance(value, float) and not math.isfinite(value)
 
 
-def _real(value: object) -> Optional[float]:
-    """``value`` as a float when it is a number (not a bool), else None."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else None
-
-
-def number(value: Optional[float], digits: int = 4) -> str:
-    """A float with ``digits`` significant digits (``2.5``, ``0.002``), in exponent form
-    outside 1e-3..10**digits (``3.0e-4``, ``6.6e4``); ``-`` when absent."""
-    value = _real(value)
-    if value is None:
+def _special(value: object) -> Union[str, float]:
+    """The text of a value that is not an ordinary number (``-`` when absent, the wire string
+    when non-finite), else the value as a float."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
         return MISSING
     if not math.isfinite(value):
-        return str(to_wire(value))
+        return str(to_wire(float(value)))
+    return float(value)
+
+
+def number(value: object, digits: int = 4) -> str:
+    """A float with ``digits`` significant digits (``2.5``, ``0.002``), in exponent form
+    outside 1e-3..10**digits (``3.0e-4``, ``6.6e4``); ``-`` when absent."""
+    value = _special(value)
+    if isinstance(value, str):
+        return value
     if value == 0:
         return "0"
     if 1e-3 <= abs(value) < 10 ** digits:
@@ -51,26 +53,22 @@ def number(value: Optional[float], digits: int = 4) -> str:
     return f"{value:.{max(1, digits - 3)}e}".replace("e-0", "e-").replace("e+0", "e")
 
 
-def loss_scale(value: Optional[float]) -> str:
+def loss_scale(value: object) -> str:
     """A loss scale: the exact integer up to 1e6 (``65536``), then ``2.1e9``."""
-    value = _real(value)
-    if value is None:
-        return MISSING
-    if not math.isfinite(value):
-        return str(to_wire(value))
+    value = _special(value)
+    if isinstance(value, str):
+        return value
     if abs(value) < 1e6 and float(value).is_integer():
         return str(int(value))
     return number(value, 3)
 
 
-def si(value: Optional[float], unit: str = "", base: float = 1000.0, digits: int = 3) -> str:
+def si(value: object, unit: str = "", base: float = 1000.0, digits: int = 3) -> str:
     """``value`` with a k/M/G/T/P suffix (``base`` 1024 for bytes: K/M/G...) and ``digits``
     significant digits: ``16.4k``; values under 1e-3 in exponent form."""
-    value = _real(value)
-    if value is None:
-        return MISSING
-    if not math.isfinite(value):
-        return str(to_wire(value))
+    value = _special(value)
+    if isinstance(value, str):
+        return value
     if value != 0 and abs(value) < 1e-3:
         return number(value, digits) + unit
     mag, suffixes = abs(value), ("", "k", "M", "G", "T", "P")
@@ -84,23 +82,21 @@ def si(value: Optional[float], unit: str = "", base: float = 1000.0, digits: int
     return f"{sign}{text}{suffix}{unit}"
 
 
-def rate(value: Optional[float]) -> str:
+def rate(value: object) -> str:
     """Per-second figures with k/M/G suffixes: ``16.4k``."""
     return si(value, "")
 
 
-def byte_size(value: Optional[float]) -> str:
+def byte_size(value: object) -> str:
     """Bytes as ``28.4G`` (binary multiples, as ``free -h`` prints them)."""
     return si(value, "", 1024.0)
 
 
-def duration(value: Optional[float]) -> str:
+def duration(value: object) -> str:
     """A short duration in seconds: ``480ms``, ``1.25s``, ``12m04s``, ``3h12m``, ``2d04h``."""
-    value = _real(value)
-    if value is None:
-        return MISSING
-    if not math.isfinite(value):
-        return str(to_wire(value))
+    value = _special(value)
+    if isinstance(value, str):
+        return value
     v = float(value)
     if v < 0:
         return "-" + duration(-v)
@@ -118,13 +114,11 @@ def duration(value: Optional[float]) -> str:
     return f"{d}d{h:02d}h"
 
 
-def percent(share: Optional[float]) -> str:
+def percent(share: object) -> str:
     """A 0..1 share as ``3.2%``."""
-    share = _real(share)
-    if share is None:
-        return MISSING
-    if not math.isfinite(share):
-        return str(to_wire(share))
+    share = _special(share)
+    if isinstance(share, str):
+        return share
     pct = 100.0 * share
     return f"{pct:.1f}%" if pct < 99.95 else f"{pct:.0f}%"
 
