@@ -25,8 +25,8 @@ def run(args: argparse.Namespace) -> int:
     from msdoctor.core.engine.loader import default_rules_dir, load_rules
     from msdoctor.replay.driver import replay_paths
     from msdoctor.replay.formats import FormatError
+    from msdoctor.report.curves import CurveCollector
     from msdoctor.report.page import render_page
-    from msdoctor.report.series import SeriesCollector
 
     out = Path(args.output)
     if out.suffix.lower() == ".png":
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         rules = load_rules([args.rules or str(default_rules_dir())])
-        series = SeriesCollector()
+        series = CurveCollector()
         result = replay_paths(args.paths, rules, args.format, args.rank, args.run, args.seq_length,
                               args.progress, observe=series.observe)
     except RuleSetError as exc:

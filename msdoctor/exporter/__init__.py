@@ -12,7 +12,7 @@ from typing import Any
 _EXPORTS = {
     "names": "msdoctor.exporter.names",
     "StoreCollector": "msdoctor.exporter.collector",
-    "snapshot_families": "msdoctor.exporter.collector",
+    "scrape_families": "msdoctor.exporter.collector",
     "render": "msdoctor.exporter.exposition",
 }
 

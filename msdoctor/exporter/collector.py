@@ -1,6 +1,6 @@
 """Read the sidecar's state at scrape time and turn it into metric families.
 
-:func:`snapshot_families` walks the :class:`~msdoctor.core.state.Store` once and
+:func:`scrape_families` walks the :class:`~msdoctor.core.state.Store` once and
 returns columnar :class:`Family` objects (label tuples + values), a handful of
 Python operations per rank. :class:`StoreCollector` is the prometheus_client
 custom collector over the same data (``registry.register(StoreCollector(...))``);
@@ -60,7 +60,7 @@ def _retry(fn: Callable[[], Any], attempts: int = 3) -> Any:
     return None  # pragma: no cover
 
 
-def snapshot_families(store: Store, alerts: Optional[AlertSource] = None,
+def scrape_families(store: Store, alerts: Optional[AlertSource] = None,
                       deliverers: Sequence[DeliveryStats] = ()) -> List[Family]:
     """Every family ``/metrics`` exposes, read from ``store`` now (in :data:`names.ALL` order)."""
     return _retry(lambda: _families(store, alerts, deliverers))
@@ -158,7 +158,7 @@ class StoreCollector:
 
     def families(self) -> List[Family]:
         """The columnar families (what the fast exposition renders)."""
-        return snapshot_families(self.store, self.alerts, self.deliverers)
+        return scrape_families(self.store, self.alerts, self.deliverers)
 
     def collect(self) -> Iterator[Metric]:
         """Yield every family, read fresh from the state."""

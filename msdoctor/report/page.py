@@ -9,7 +9,7 @@ from typing import Any, Dict, List
 import numpy as np
 
 from msdoctor.core.runstats import describe
-from msdoctor.report.series import SeriesCollector, decimate, smooth
+from msdoctor.report.curves import CurveCollector, decimate, smooth
 from msdoctor.report.svg import colour, line_chart, severity_colour
 
 #: Ranks drawn per chart (the others are in the alert list and the summary).
@@ -36,7 +36,7 @@ th{background:#f6f8fa}.sev{display:inline-block;padding:1px 7px;border-radius:10
 """
 
 
-def render_page(result: Dict[str, Any], series: SeriesCollector, title: str) -> str:
+def render_page(result: Dict[str, Any], series: CurveCollector, title: str) -> str:
     """The whole HTML document (UTF-8 text, self-contained)."""
     s = result["summary"]
     alerts: List[Dict[str, Any]] = result["alerts"]
@@ -109,12 +109,12 @@ def _rank_lines(data: Dict, smooth_too: bool = False) -> list:
     return lines
 
 
-def _chart_loss(series: SeriesCollector, markers: list) -> str:
+def _chart_loss(series: CurveCollector, markers: list) -> str:
     data = series.series("loss")
     return line_chart("Loss (raw, and a moving average)", _rank_lines(data, smooth_too=True), markers)
 
 
-def _chart(series: SeriesCollector, name: str, label: str, markers: list, log_y: bool = False,
+def _chart(series: CurveCollector, name: str, label: str, markers: list, log_y: bool = False,
            bands=()) -> str:
     data = series.series(name)
     if log_y and data and not any((y[np.isfinite(y)] > 0).any() for _, y in data.values()):

@@ -5,8 +5,8 @@ plain snapshots (:mod:`msdoctor.tui.model`); the app and its widgets only
 render snapshots. Importing this package does not import Textual; the app
 lives in :mod:`msdoctor.tui.app`.
 """
-from msdoctor.tui.model import AlertItem, ChartData, RankRow, RunSummary, Snapshot
+from msdoctor.tui.model import AlertItem, ChartData, RankRow, Reading, RunSummary
 from msdoctor.tui.reader import Request, SourceError
 
-__all__ = ["AlertItem", "ChartData", "RankRow", "Request", "RunSummary", "Snapshot",
+__all__ = ["AlertItem", "ChartData", "RankRow", "Request", "RunSummary", "Reading",
            "SourceError"]

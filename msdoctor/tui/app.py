@@ -22,7 +22,7 @@ from msdoctor.tui.alertpane import AlertsPane, Marks
 from msdoctor.tui.chartpane import ChartsPane
 from msdoctor.tui.columns import COLUMNS
 from msdoctor.tui.helpscreen import HelpScreen
-from msdoctor.tui.model import Snapshot
+from msdoctor.tui.model import Reading
 from msdoctor.tui.overview import Overview
 from msdoctor.tui.ranktable import RankTable
 from msdoctor.tui.reader import Request, SourceError
@@ -60,7 +60,7 @@ class DoctorApp(App[None]):
         self.retry_s = max(MIN_REFRESH_S, float(retry_s))
         self.poll = poll
         self.marks = Marks()
-        self.snapshot: Optional[Snapshot] = None
+        self.reading: Optional[Reading] = None
         self.error: Optional[str] = None
         self.run_name: Optional[str] = None
         self.chart_ranks: Tuple[int, ...] = ()
@@ -122,17 +122,17 @@ class DoctorApp(App[None]):
         finally:
             self._busy = False
             self.fetches += 1
-        self.show_snapshot(snap)
+        self.show_reading(snap)
         return True
 
-    def show_snapshot(self, snap: Snapshot) -> None:
+    def show_reading(self, snap: Reading) -> None:
         """Render ``snap`` in every pane (also how tests feed fixed data)."""
         if self.error is not None:
             self.notify(f"Connected to {self.source.label} again.", title="Reconnected")
         self.error = None
         self._next_try = 0.0
         self.query_one("#banner").display = False
-        self.snapshot = snap
+        self.reading = snap
         if snap.run is not None:
             self.run_name = snap.run.run
         self.query_one(Overview).show(snap)
@@ -148,10 +148,10 @@ class DoctorApp(App[None]):
         self.error = message
         self._next_try = time.monotonic() + self.retry_s
         banner = self.query_one("#banner", Static)
-        kept = " Showing the last data received." if self.snapshot is not None else ""
+        kept = " Showing the last data received." if self.reading is not None else ""
         banner.update(f"⚠ {message}.{kept} Retrying every {self.retry_s:g}s…")
         banner.display = True
-        if self.snapshot is None:
+        if self.reading is None:
             self.query_one(Overview).show_waiting(
                 self.source.label, f"Waiting for {self.source.label}…\n\n{message}\n\n"
                 "Start the sidecar:  msdoctor serve --run-dir RUN_DIR\n"
@@ -242,10 +242,10 @@ class DoctorApp(App[None]):
     def on_alerts_pane_opened(self, event: AlertsPane.Opened) -> None:
         self.push_screen(AlertScreen(event.item, self.marks),
                          callback=lambda _: self.query_one(AlertsPane).show(
-                             self.snapshot.alerts if self.snapshot else ()))
+                             self.reading.alerts if self.reading else ()))
 
     def action_next_run(self) -> None:
-        runs = self.snapshot.runs if self.snapshot else ()
+        runs = self.reading.runs if self.reading else ()
         if len(runs) > 1:
             i = runs.index(self.run_name) if self.run_name in runs else -1
             self.show_run(runs[(i + 1) % len(runs)])
@@ -294,7 +294,7 @@ class DoctorApp(App[None]):
             title = column.title or "status"
             yield SystemCommand(f"Sort ranks by {title}", column.help,
                                 lambda k=column.key: self.sort_by(k), discover=False)
-        for run in (self.snapshot.runs if self.snapshot else ()):
+        for run in (self.reading.runs if self.reading else ()):
             yield SystemCommand(f"Show run {run}", "Switch the run shown",
                                 lambda r=run: self.show_run(r), discover=False)
         yield SystemCommand("Refresh now", "Fetch new data now", self.action_refresh_now)

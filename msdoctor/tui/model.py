@@ -1,7 +1,7 @@
 """The plain snapshot objects every TUI widget renders.
 
 A data source (:mod:`msdoctor.tui.source`) turns the sidecar's ``/api/v1``
-answers into one :class:`Snapshot` per refresh; widgets never know whether it
+answers into one :class:`Reading` per refresh; widgets never know whether it
 came over HTTP, from an embedded engine, or from a test's fixed data.
 """
 from __future__ import annotations
@@ -99,8 +99,9 @@ class ChartData:
 
 
 @dataclass(frozen=True)
-class Snapshot:
-    """Everything one refresh shows."""
+class Reading:
+    """Everything one refresh shows: a reading of the source (the word "snapshot" is kept for
+    the sidecar's saved state, :mod:`msdoctor.core.snapshot`)."""
 
     source: str
     runs: Tuple[str, ...] = ()

@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from msdoctor.tui.model import Snapshot
+from msdoctor.tui.model import Reading
 from msdoctor.tui.ranktable import RankTable
 from msdoctor.tui.runheader import RunHeader
 
@@ -24,7 +24,7 @@ class Overview(Vertical):
     def table(self) -> RankTable:
         return self.query_one(RankTable)
 
-    def show(self, snap: Snapshot, stale: bool = False) -> None:
+    def show(self, snap: Reading, stale: bool = False) -> None:
         self.query_one(RunHeader).show(snap.run, snap.source, stale)
         empty = not snap.ranks
         self.set_class(empty, "-empty")

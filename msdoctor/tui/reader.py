@@ -1,6 +1,6 @@
-"""Build a :class:`Snapshot` from the core's typed views (:mod:`msdoctor.core.views`).
+"""Build a :class:`Reading` from the core's typed views (:mod:`msdoctor.core.views`).
 
-:class:`SnapshotReader` only needs the handful of queries of :class:`Queries`, so the
+:class:`Reader` only needs the handful of queries of :class:`Queries`, so the
 HTTP source (views decoded from ``/api/v1`` JSON) and the embedded source (views
 read from the core in this process) build identical snapshots.
 """
@@ -24,8 +24,8 @@ from msdoctor.tui.model import (
     AlertItem,
     ChartData,
     RankRow,
+    Reading,
     RunSummary,
-    Snapshot,
     _median,
     judge,
     worst,
@@ -94,7 +94,7 @@ def alert_item(a: AlertView) -> AlertItem:
         fix=str(a.fix or ""), runbook_url=str(a.runbook_url or ""), t=as_float(a.t))
 
 
-class SnapshotReader:
+class Reader:
     """Build snapshots from the answers of ``queries``."""
 
     def __init__(self, queries: Queries, label: str, empty_hint: str = "") -> None:
@@ -103,11 +103,11 @@ class SnapshotReader:
         self.empty_hint = empty_hint
         self._alerts: Dict[str, tuple] = {}    # run -> (alerts_version, active, history, resolved)
 
-    def read(self, request: Request = Request()) -> Snapshot:
+    def read(self, request: Request = Request()) -> Reading:
         runs = self.queries.runs().runs
         names = tuple(str(r.run) for r in runs)
         if not runs:
-            return Snapshot(source=self.label, empty_hint=self.empty_hint)
+            return Reading(source=self.label, empty_hint=self.empty_hint)
         run_view = next((r for r in runs if r.run == request.run), runs[-1])
         run = str(run_view.run)
         view = self.queries.overview(run, ROW_SIGNALS, request.spark_signal, SPARK_POINTS)
@@ -119,7 +119,7 @@ class SnapshotReader:
             picked = request.chart_ranks or ((summary.worst_rank,) if summary.worst_rank is not None
                                              else ())
             charts = self._charts(run, picked, request.chart_points, history)
-        return Snapshot(source=self.label, runs=names, run=summary, ranks=tuple(rows),
+        return Reading(source=self.label, runs=names, run=summary, ranks=tuple(rows),
                         active=active, resolved=resolved, charts=charts,
                         empty_hint="" if rows else self.empty_hint)
 

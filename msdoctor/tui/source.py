@@ -1,6 +1,6 @@
 """Where the TUI's data comes from: a live sidecar over HTTP, or the core run in-process.
 
-Every source has ``label`` and a blocking ``fetch(request) -> Snapshot`` (the
+Every source has ``label`` and a blocking ``fetch(request) -> Reading`` (the
 app calls it from a worker thread) that raises :class:`SourceError` when the
 data cannot be read now; the app shows a banner and retries.
 """
@@ -15,9 +15,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
-from msdoctor.tui.model import Snapshot
+from msdoctor.tui.model import Reading
 from msdoctor.tui.queries import CoreQueries, HttpQueries
-from msdoctor.tui.reader import NotFoundError, Request, SnapshotReader, SourceError
+from msdoctor.tui.reader import NotFoundError, Reader, Request, SourceError
 from msdoctor.wire.layout import API_PREFIX, DEFAULT_URL, TOKEN_ENV
 
 try:  # orjson is a core dependency; stay usable without it
@@ -43,7 +43,7 @@ class Source:
 
     label = "?"
 
-    def fetch(self, request: Request = Request()) -> Snapshot:
+    def fetch(self, request: Request = Request()) -> Reading:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -56,18 +56,18 @@ class FixedSource(Source):
     ``fail`` makes fetch raise :class:`SourceError` with that text until cleared.
     """
 
-    def __init__(self, snapshot: Snapshot | Callable[[Request], Snapshot],
+    def __init__(self, snapshot: Reading | Callable[[Request], Reading],
                  label: str = "fixed data") -> None:
-        self.snapshot = snapshot
+        self.reading = snapshot
         self.label = label
         self.fail: Optional[str] = None
         self.requests: list = []
 
-    def fetch(self, request: Request = Request()) -> Snapshot:
+    def fetch(self, request: Request = Request()) -> Reading:
         self.requests.append(request)
         if self.fail:
             raise SourceError(self.fail)
-        return self.snapshot(request) if callable(self.snapshot) else self.snapshot
+        return self.reading(request) if callable(self.reading) else self.reading
 
 
 class HttpSource(Source):
@@ -86,7 +86,7 @@ class HttpSource(Source):
         self.url, self.timeout = url, float(timeout)
         self.token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
         self.label = url
-        self.reader = SnapshotReader(HttpQueries(self.get), url, empty_hint=(
+        self.reader = Reader(HttpQueries(self.get), url, empty_hint=(
             f"The sidecar at {url} has no runs yet.\n\n" + hooks_hint("RUN_DIR").replace(
                 "No training events in RUN_DIR/events yet.\n\n", "")))
 
@@ -118,7 +118,7 @@ class HttpSource(Source):
             raise SourceError(f"the sidecar at {self.url} sent invalid JSON for {path}: "
                               f"{exc}") from None
 
-    def fetch(self, request: Request = Request()) -> Snapshot:
+    def fetch(self, request: Request = Request()) -> Reading:
         return self.reader.read(request)
 
 
@@ -152,7 +152,7 @@ class EmbeddedSource(Source):
         ruleset = load_rules(list(rules) or [str(default_rules_dir())])   # RuleSetError if bad
         self.sidecar = Pipeline(self.run_dir, rules=ruleset, persist=False, clock=clock)
         self.engine, self.feed = self.sidecar.engine, self.sidecar.alerts
-        self.reader = SnapshotReader(CoreQueries(self.sidecar.store, self.feed), self.label,
+        self.reader = Reader(CoreQueries(self.sidecar.store, self.feed), self.label,
                                      empty_hint=hooks_hint(str(self.run_dir)))
 
     def poll(self) -> int:
@@ -165,7 +165,7 @@ class EmbeddedSource(Source):
             if not chunks or time.monotonic() >= deadline:
                 return total
 
-    def fetch(self, request: Request = Request()) -> Snapshot:
+    def fetch(self, request: Request = Request()) -> Reading:
         self.poll()
         with self.sidecar.lock:
             return self.reader.read(request)

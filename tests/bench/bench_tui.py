@@ -63,7 +63,7 @@ async def timed_refreshes(source: Source, size: Tuple[int, int], refreshes: int,
             c0, t0 = time.process_time(), time.perf_counter()
             snap = await asyncio.to_thread(source.fetch, Request(charts=charts))
             t1 = time.perf_counter()
-            app.show_snapshot(snap)
+            app.show_reading(snap)
             if PAUSE:
                 await pilot.pause()
             else:
@@ -72,7 +72,7 @@ async def timed_refreshes(source: Source, size: Tuple[int, int], refreshes: int,
             app.screen._compositor.render_update(full=True)   # and a full frame on top
             c2, t2 = time.process_time(), time.perf_counter()
             out.append(((t1 - t0) * 1000, (t2 - t1) * 1000, (c2 - c0) * 1000))
-    assert app.snapshot is not None and len(app.snapshot.ranks) == len(snap.ranks)
+    assert app.reading is not None and len(app.reading.ranks) == len(snap.ranks)
     return out
 
 

@@ -23,7 +23,7 @@ from msdoctor.core.batch import DERIVED, columnize
 from msdoctor.core.engine.errors import RuleSetError
 from msdoctor.core.engine.evaluator import Engine
 from msdoctor.core.engine.loader import StrPath, load_rules
-from msdoctor.core.engine.series import SeriesError, expand
+from msdoctor.core.engine.notation import NotationError, expand
 from msdoctor.wire.errors import MsdoctorError
 from msdoctor.wire.schema import STEP_SIGNALS, make
 
@@ -91,7 +91,7 @@ def run_test_file(path: StrPath) -> List[TestResult]:
         result = TestResult(str(path), str(name))
         try:
             result.failures = run_test(rules, test)
-        except (RuleTestError, SeriesError) as exc:
+        except (RuleTestError, NotationError) as exc:
             result.failures = [f"invalid test: {exc}"]
         results.append(result)
     return results
@@ -123,7 +123,7 @@ def _build_rank(spec: Dict[str, Any]) -> _Rank:
                                 f"{', '.join(SERIES_SIGNALS)})")
         try:
             expanded[name] = expand(text)
-        except SeriesError as exc:
+        except NotationError as exc:
             raise RuleTestError(f"rank {rank}, series {name}: {exc}") from None
     length = max((len(v) for k, v in expanded.items()), default=0)
     step_vals = expanded.pop("step", None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Optional, Tuple
 
-from msdoctor.tui.model import AlertItem, ChartData, RankRow, RunSummary, Snapshot, judge, worst
+from msdoctor.tui.model import AlertItem, ChartData, RankRow, Reading, RunSummary, judge, worst
 
 NAN_FIX = ("Stop and resume from the last good checkpoint. Switch to bf16; make sure gradient "
            "clipping by global norm (1.0) is on; inspect the batch of this step.")
@@ -62,7 +62,7 @@ def chart_data(ranks: Tuple[int, ...] = (5,)) -> ChartData:
 
 
 def snapshot(n_ranks: int = 8, alerts: bool = True, charts: Optional[Tuple[int, ...]] = None,
-             source: str = "http://127.0.0.1:9400") -> Snapshot:
+             source: str = "http://127.0.0.1:9400") -> Reading:
     """A run of ``n_ranks``: rank 5 has a NaN loss (firing), rank 3 is slow (pending)."""
     active = (NAN_ALERT, SLOW_ALERT) if alerts else ()
     rows = judge([rank_row(r, nan=(r == 5), slow=(r == 3), active=active)
@@ -75,6 +75,6 @@ def snapshot(n_ranks: int = 8, alerts: bool = True, charts: Optional[Tuple[int, 
                      pending=sum(a.state == "pending" for a in active),
                      statuses={"running": n_ranks}, precision="fp16",
                      worst_rank=bad.rank if bad and bad.health != "ok" else None)
-    return Snapshot(source=source, runs=("run-a",), run=run, ranks=tuple(rows), active=active,
+    return Reading(source=source, runs=("run-a",), run=run, ranks=tuple(rows), active=active,
                     resolved=(OLD_ALERT,) if alerts else (),
                     charts=chart_data(charts) if charts else None)

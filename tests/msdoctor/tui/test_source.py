@@ -119,7 +119,7 @@ async def test_the_tui_shows_a_banner_while_the_sidecar_is_down_and_reconnects(n
     app = DoctorApp(HttpSource(side.url, timeout=1.0), refresh_s=0.25, retry_s=0.25)
     try:
         async with app.run_test(size=(100, 30)) as pilot:
-            await _wait(pilot, lambda: app.snapshot is not None, what="the first snapshot")
+            await _wait(pilot, lambda: app.reading is not None, what="the first snapshot")
             assert len(app.query_one(RankTable).rows) == 4
             banner = app.query_one("#banner")
             assert not banner.display

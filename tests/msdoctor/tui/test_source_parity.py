@@ -10,7 +10,7 @@ import pytest
 from msdoctor.api import Api, Context
 from msdoctor.exporter.collector import StoreCollector
 from msdoctor.http.server import SidecarServer
-from msdoctor.tui.model import Snapshot
+from msdoctor.tui.model import Reading
 from msdoctor.tui.reader import Request
 from msdoctor.tui.source import EmbeddedSource, HttpSource
 
@@ -19,7 +19,7 @@ import spool_factory
 pytestmark = pytest.mark.timeout(120)
 
 
-def comparable(snap: Snapshot) -> str:
+def comparable(snap: Reading) -> str:
     """The snapshot without what is not data (the source's name, the rows' age, which is
     read at a different instant): its repr compares everything else, NaN included."""
     rows = tuple(dataclasses.replace(r, age_s=None) for r in snap.ranks)

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from msdoctor.core.engine.series import SeriesError, expand
+from msdoctor.core.engine.notation import NotationError, expand
 from msdoctor.core.engine.templates import TemplateError, parse_template
 
 SCOPE = {"value": 0.12345678, "step": 120, "first_step": 100, "run": "r1",
@@ -61,5 +61,5 @@ def test_the_contract_example_expands_to_200_values():
 
 @pytest.mark.parametrize("text", ["1+x3", "abc", "1+1", "1x", [1, 2]])
 def test_bad_series_are_errors(text):
-    with pytest.raises(SeriesError):
+    with pytest.raises(NotationError):
         expand(text)

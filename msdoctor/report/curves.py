@@ -11,7 +11,7 @@ PLOTTED = ("loss", "grad_norm", "loss_scale", "tokens_per_s", "step_time_s", "lr
 MAX_POINTS = 1500
 
 
-class SeriesCollector:
+class CurveCollector:
     """``observe`` is handed every replay item; ``series(name)`` gives ``{rank: (steps, values)}``."""
 
     def __init__(self) -> None:

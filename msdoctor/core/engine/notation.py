@@ -16,7 +16,7 @@ FORM = ('space-separated items: a number, nan, inf, -inf, "_" (not recorded), "a
         '"a+bxN" / "a-bxN" (N+1 values from a in steps of b), "_xN" (N not recorded)')
 
 
-class SeriesError(MsdoctorError, ValueError):
+class NotationError(MsdoctorError, ValueError):
     pass
 
 
@@ -25,7 +25,7 @@ def expand(text: object) -> List[Optional[float]]:
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return [float(text)]
     if not isinstance(text, str):
-        raise SeriesError(f"expected a series string ({FORM}), got {text!r}")
+        raise NotationError(f"expected a series string ({FORM}), got {text!r}")
     out: List[Optional[float]] = []
     for token in text.split():
         m = _BLANK.match(token)
@@ -34,22 +34,22 @@ def expand(text: object) -> List[Optional[float]]:
         else:
             m = _TOKEN.match(token)
             if m is None:
-                raise SeriesError(f"bad series item {token!r}: expected {FORM}")
+                raise NotationError(f"bad series item {token!r}: expected {FORM}")
             a = float(m.group("a"))
             if m.group("n") is None:
                 if m.group("op"):
-                    raise SeriesError(f"bad series item {token!r}: 'a+b' needs a count, e.g. "
+                    raise NotationError(f"bad series item {token!r}: 'a+b' needs a count, e.g. "
                                       f"{token}x10")
                 out.append(a)
             else:
                 n = int(m.group("n"))
                 b = float(m.group("b") or 0.0) * (-1.0 if m.group("op") == "-" else 1.0)
                 if n + 1 + len(out) > MAX_VALUES:
-                    raise SeriesError(f"series too long: more than {MAX_VALUES} values")
+                    raise NotationError(f"series too long: more than {MAX_VALUES} values")
                 if b == 0.0 or math.isnan(a):
                     out.extend([a] * (n + 1))
                 else:
                     out.extend(a + b * i for i in range(n + 1))
         if len(out) > MAX_VALUES:
-            raise SeriesError(f"series too long: more than {MAX_VALUES} values")
+            raise NotationError(f"series too long: more than {MAX_VALUES} values")
     return out
