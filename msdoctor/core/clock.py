@@ -45,7 +45,8 @@ class WallClock:
 
 
 class RecordClock:
-    """Recorded time: the record is judged as of its last line; no live ticks."""
+    """Recorded time: the record is judged as of its last line; no live ticks. ``now()`` is the
+    latest record time read so far (the pipeline sets ``last_t``), the wall clock before any."""
 
     live = False
 

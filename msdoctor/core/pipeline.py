@@ -213,6 +213,8 @@ class Pipeline:
             t = e.get("t")
             if isinstance(t, (int, float)) and not isinstance(t, bool) and t > self.last_record_t:
                 self.last_record_t = float(t)
+        if isinstance(self.clock, RecordClock):
+            self.clock.last_t = self.last_record_t
 
     def _feed(self, run: str, rank: int, others: List[Dict[str, Any]],
               batch: Optional[StepBatch]) -> None:
