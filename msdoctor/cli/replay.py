@@ -15,6 +15,9 @@ from typing import Any, Dict, Optional
 from msdoctor.core import format as fmt
 
 HELP = "Run the alerting rules over a recorded run directory and print the alerts."
+EPILOG = ("exit status: 0 the inputs were read (alerts or not), 1 the rule set has errors, "
+          "2 bad input (a missing or unreadable file, a log in a layout msdoctor does not read, "
+          "a directory with no logs)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,6 +95,7 @@ def print_result(result: Dict[str, Any]) -> None:
         print(f"format: {s.get('format')}, {len(s.get('inputs', []))} file(s), "
               f"{s.get('lines', 0):,} lines")
     print_table(result)
+    print_ranks(result)
     if s.get("parse_error_count"):
         print(f"{s['parse_error_count']} unreadable line(s) skipped, e.g.:")
         for text in s["parse_errors"][:5]:
@@ -102,6 +106,33 @@ def print_result(result: Dict[str, Any]) -> None:
         print(f"columns kept but not known as signals: {', '.join(s['unknown_columns'])}")
     if s.get("stats"):
         print("summary: " + describe(s["stats"]).replace("\n", "\n         "))
+
+
+def clock(t: Any) -> str:
+    """A record time as local ``YYYY-mm-dd HH:MM:SS`` ('?' when unknown)."""
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if fmt.is_number(t) else "?"
+
+
+def print_ranks(result: Dict[str, Any]) -> None:
+    """Per rank: steps, alerts, the first error with its time and hint; then what was skipped."""
+    ranks = result.get("ranks") or []
+    if len(ranks) > 1 or any(r["errors"] or not r["steps"] for r in ranks):
+        for r in ranks:
+            print(f"rank {r['rank']}: {r['diagnosis']}")
+            for e in r["errors"][:1]:
+                more = f" (+{r['error_count'] - 1} more)" if r["error_count"] > 1 else ""
+                print(f"  first error at {clock(e['t'])}, {e['where']}: {e['text'][:300]}{more}")
+            if r.get("hint"):
+                print(f"  hint: {r['hint']}")
+    skipped = result["summary"].get("skipped") or []
+    if skipped:
+        print(f"skipped {len(skipped)} path(s):")
+        for path, why in skipped[:20]:
+            print(f"  {path}: {why}")
+        if len(skipped) > 20:
+            print(f"  ... and {len(skipped) - 20} more (--json lists all)")
 
 
 def _value(value: Any) -> str:
