@@ -37,10 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inject", default=DEFAULT_INJECT, metavar="SPEC",
                         help=f"faults to inject, see `msdoctor train --help` (default: {DEFAULT_INJECT})")
     parser.add_argument("--listen", default=None, metavar="HOST:PORT",
-                        help="sidecar address (default: 127.0.0.1:9400, or a free port if taken)")
+                        help="sidecar address (default: 127.0.0.1:9089, or a free port if taken)")
 
 
-def _free_listen(preferred: int = 9400) -> str:
+def _free_listen(preferred: int = 9089) -> str:
     for port in (preferred, 0):
         with socket.socket() as sock:
             try:
