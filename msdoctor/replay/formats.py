@@ -5,25 +5,26 @@ import re
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
-from msdoctor.replay import mindformers, mindspore, table
+from msdoctor.replay import mindformers, mindspore, table, tensorboard
 from msdoctor.replay.recording import FormatError
 from msdoctor.replay.tree import ROTATED
 from msdoctor.wire.layout import is_run_dir
 
 #: Formats in the order autodetection tries them.
-FORMATS = ("spool", "mindformers", "mindspore", "csv", "jsonl")
+FORMATS = ("spool", "mindformers", "mindspore", "tensorboard", "csv", "jsonl")
 SNIFF_CHARS = 1 << 20
 
 Reader = Callable[..., None]
 READERS: Dict[str, Reader] = {
     "mindformers": mindformers.read,
     "mindspore": mindspore.read,
+    "tensorboard": tensorboard.read,
     "csv": table.read_csv,
     "jsonl": table.read_jsonl,
 }
 _SNIFFERS = (("mindformers", mindformers.sniff), ("mindspore", mindspore.sniff),
-             ("jsonl", table.sniff_jsonl), ("csv", table.sniff_csv),
-             ("mindformers", mindformers.sniff_logger))
+             ("tensorboard", tensorboard.sniff), ("jsonl", table.sniff_jsonl),
+             ("csv", table.sniff_csv), ("mindformers", mindformers.sniff_logger))
 _RANK = (re.compile(r"rank[_-]?(\d+)"), re.compile(r"worker[_-]?(\d+)"),
          re.compile(r"device[_-]?(\d+)"))
 
@@ -75,4 +76,7 @@ def detect(path: Path) -> str:
     first = next(((i, ln) for i, ln in enumerate(head.splitlines(), 1) if ln.strip()), None)
     where = (f"first unreadable line {path}:{first[0]}: {first[1][:160]!r}" if first
              else "the file is empty")
+    if first and first[0] == 1 and ("," in first[1] or "\t" in first[1]):
+        where += (" (a CSV header needs a 'step' column and event field names, docs/formats/csv.md; "
+                  "a TensorBoard export starts 'Wall time,Step,Value')")
     raise FormatError(f"{path}: unknown log format (tried {', '.join(FORMATS)}); {where}")

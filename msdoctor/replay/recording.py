@@ -89,6 +89,7 @@ class Recording:
         self.unknown_columns: List[str] = []
         self.others: Dict[Tuple[str, int], List[dict]] = {}   # run_start etc. (tables: none)
         self.skipped: List[Tuple[str, str]] = []       # (path, why) of inputs not read
+        self.merge_by_step = False     # blocks of a rank are columns of the same steps (TensorBoard)
 
     def rank_log(self, run: str, rank: int, source: str) -> RankLog:
         log = self.ranks.get((run, rank))
@@ -112,7 +113,7 @@ class Recording:
         """Step batches of every rank, interleaved in time order of their first rows."""
         pending: List[Tuple[float, int, StepBatch]] = []
         for order, log in enumerate(self.ranks.values()):
-            steps, t, columns = _concat(log.blocks)
+            steps, t, columns = (_merge if self.merge_by_step else _concat)(log.blocks)
             if not len(steps):
                 continue
             if np.isnan(t).all():
@@ -154,6 +155,26 @@ def _concat(blocks: List[Block]) -> Tuple[np.ndarray, np.ndarray, Columns]:
         mask = np.concatenate(masks)
         columns[name] = (np.concatenate(values), None if mask.all() else mask)
     return steps, t, columns
+
+
+def _merge(blocks: List[Block]) -> Tuple[np.ndarray, np.ndarray, Columns]:
+    """Blocks holding different columns of the same steps, as one block on the union of steps."""
+    if not blocks:
+        return np.zeros(0, np.int64), np.zeros(0), {}
+    steps = np.unique(np.concatenate([b.steps for b in blocks]))
+    n = len(steps)
+    t = np.full(n, np.nan)
+    merged: Dict[str, Tuple[np.ndarray, np.ndarray]] = {}
+    for b in blocks:
+        at = np.searchsorted(steps, b.steps)
+        unset = np.isnan(t[at])
+        t[at[unset]] = b.t[unset]
+        for name, (v, m) in b.columns.items():
+            values, have = merged.setdefault(name, (np.full(n, np.nan), np.zeros(n, bool)))
+            rec = np.ones(len(at), bool) if m is None else m
+            values[at[rec]] = v[rec]
+            have[at[rec]] = True
+    return steps, t, {k: (v, None if h.all() else h) for k, (v, h) in merged.items()}
 
 
 def _synthetic_clock(columns: Columns, n: int) -> np.ndarray:
