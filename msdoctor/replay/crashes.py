@@ -139,12 +139,12 @@ class ErrorScan:
                 self._add(start, t, line.strip())
                 return
             self._trace = None
-        if line.startswith(_TRACEBACK) or line.endswith(_TRACEBACK):
-            self._trace = (number, self._last_t)
-            return
         t = stamp_of(line[:120]) if line[:1] in "[0123456789" else None
         if t is not None:
             self._last_t = t
+        if line.startswith(_TRACEBACK) or line.endswith(_TRACEBACK):
+            self._trace = (number, self._last_t)    # run_mindformer.py logs it as one ERROR
+            return
         if _LEVEL.search(line[:200]):
             self._add(number, t, _message(line))
 

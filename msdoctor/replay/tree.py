@@ -120,6 +120,9 @@ def _output(path: Path, chosen: Selection) -> None:
         elif child == log:
             chosen.skip(child, "no rank_N/info.log in it; the step lines are read from "
                                f"{msrun}")
+        elif is_run_dir(child):
+            chosen.skip(child, f"a msdoctor run directory (replay it on its own: msdoctor replay "
+                               f"{child})")
         else:
             chosen.skip(child, "not a log directory (output/log and output/msrun_log are read)")
 
