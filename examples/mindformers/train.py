@@ -20,10 +20,11 @@ def main() -> None:
                         help="override config keys, e.g. lr_schedule.learning_rate=1000")
     args = parser.parse_args()
 
-    import trainer_hooks.mindformers  # noqa: F401 - registers the MsDoctorMonitor callback
     from mindformers import Trainer
     from mindformers.core.context import build_context
     from mindformers.tools.register import MindFormerConfig
+
+    import trainer_hooks.mindformers  # noqa: F401 - registers the MsDoctorMonitor callback
 
     config = MindFormerConfig(args.config)
     if args.train_dataset_dir:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 from msdoctor.replay import mindformers, mindspore, table, tensorboard
 from msdoctor.replay.recording import FormatError

@@ -27,8 +27,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from msdoctor.replay.numbers import flags, floats
 from msdoctor.replay.crashes import ErrorScan
+from msdoctor.replay.numbers import flags, floats
 from msdoctor.replay.recording import Block, FormatError, Recording
 from msdoctor.replay.textfile import Progress, blocks
 
