@@ -91,10 +91,12 @@ def load(paths: List[str], fmt: str = "auto", rank: Optional[int] = None,
 
 
 def _empty(path: Path) -> bool:
+    """True for a file with nothing in it (read, not stat: /proc files say size 0)."""
     try:
-        return path.stat().st_size == 0
+        with open(path, "rb") as handle:
+            return handle.read(1) == b""
     except OSError:
-        return False
+        return False                # unreadable: said when it is read
 
 
 def _detect(path: Path) -> str:
