@@ -29,8 +29,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
-import numpy as np
-
 from msdoctor.core import snapshot
 from msdoctor.core.alerts.active import ActiveAlerts, AlertListener
 from msdoctor.core.alerts.feed import JournalReader
