@@ -9,6 +9,7 @@ manifest notes say so (global step from epoch and in-epoch step, or a running re
     python tests/data/public_logs/convert.py            # rewrite every CSV
     python tests/data/public_logs/convert.py --check    # exit 1 if a CSV differs from its rebuild
     python tests/data/public_logs/convert.py ID ...     # only these logs
+    python tests/data/public_logs/convert.py --check --corpus DIR   # another copy of the corpus
 
 Nothing in the excerpts is executed: JSON is parsed with ``json``, everything else with regexes.
 """
@@ -366,12 +367,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     args.add_argument("ids", nargs="*", help="only these logs (default: all)")
     args.add_argument("--check", action="store_true", help="compare, do not write")
+    args.add_argument("--corpus", type=Path, default=HERE, help="corpus directory (default: this one)")
     opts = args.parse_args(argv)
-    entries = [e for e in load_manifest()["logs"] if not opts.ids or e["id"] in opts.ids]
+    entries = [e for e in load_manifest(opts.corpus / "manifest.yaml")["logs"]
+               if not opts.ids or e["id"] in opts.ids]
     differing = []
     for entry in entries:
-        text = rebuild(entry)
-        target = HERE / f"{entry['id']}.csv"
+        text = rebuild(entry, opts.corpus)
+        target = opts.corpus / f"{entry['id']}.csv"
         if opts.check:
             if not target.exists() or target.read_bytes() != text.encode("utf-8"):
                 differing.append(entry["id"])
