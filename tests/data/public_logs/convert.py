@@ -63,6 +63,14 @@ def seconds(ms: str) -> str:
     return format((Decimal(num(ms)) / Decimal(1000)).normalize(), "f")
 
 
+def one_number(text: Optional[str]) -> Optional[str]:
+    """A value that is one number, else None (not recorded): ``[1 31049]`` is not a number."""
+    if text is None or not re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|[-+]?(nan|inf)",
+                                        text.strip(), re.I):
+        return None
+    return num(text)
+
+
 def flag(text: str) -> str:
     return "1" if text.strip().strip("[]").strip().lower() in ("true", "1") else "0"
 
@@ -271,10 +279,36 @@ def mindformers(text: str) -> List[Row]:
     return rows_of(
         r"\{ Epoch:\[\s*(\d+)/\s*\d+\], step:\[\s*(\d+)/\s*(\d+)\], loss:\s*\[?([^,/\]\s]+)[^,]*, "
         r"per_step_time: (\d+)ms(?:, lr: \[?([^,\]\s]+)\]?)?, overflow cond: ([^,\n]+), "
-        r"loss_scale: ([^,\s]+)(?:, global_norm:? \[?([^,\]\s]+)\]?)?", text,
+        r"loss_scale: ([^,\s]+)(?:, global_norm:? (?:\[\s*([^\],]*?)\s*\]|([^,\s]+)))?", text,
         step=lambda m: str((int(m.group(1)) - 1) * int(m.group(3)) + int(m.group(2))),
-        loss=group(4), grad_norm=group(9), lr=group(6), loss_scale=group(8),
+        loss=group(4), grad_norm=lambda m: one_number(m.group(9) or m.group(10)),
+        lr=group(6), loss_scale=group(8),
         overflow=group(7, flag), step_time_s=group(5, seconds), epoch=group(1))
+
+
+@parser("mindformers_train_line")
+def mindformers_train_line(text: str) -> List[Row]:
+    """MindFormers parallel-core ``train: Epoch:E, Step:S, Loss: X, Finite_grads: B, Loss_scale: Y,
+    Learning_rate: (L,...), Time: T ms``; overflow = not Finite_grads; lr = the first group's."""
+    return rows_of(r"train: Epoch:(\d+), Step:(\d+), Loss: ([^,\s]+), Finite_grads: (\w+), "
+                   r"Loss_scale: ([^,\s]+), Learning_rate: \(([^,)\s]+)[^)]*\), Time: ([\d.]+) ms", text,
+                   step=group(2), loss=group(3), lr=group(6), loss_scale=group(5),
+                   overflow=lambda m: "0" if flag(m.group(4)) == "1" else "1",
+                   step_time_s=group(7, seconds), epoch=group(1))
+
+
+@parser("epoch_loss_time")
+def epoch_loss_time(text: str) -> List[Row]:
+    """Epoch-level ``Epoch:[E/N], loss:X , time:Ts``; step = epoch, step_time_s = the epoch's time."""
+    return rows_of(r"Epoch:\[(\d+)/\d+\], loss:(\S+) , time:([\d.]+)s", text,
+                   step=group(1), loss=group(2), step_time_s=group(3), epoch=group(1))
+
+
+@parser("epoch_step_loss_is")
+def epoch_step_loss_is(text: str) -> List[Row]:
+    """``epoch: E, step: S, loss is X`` (a hand-written loop, S counts within the run)."""
+    return rows_of(r"epoch: (\d+), step: (\d+), loss is (\S+)", text,
+                   step=group(2), loss=group(3), epoch=group(1))
 
 
 @parser("mlx_iter")
