@@ -3,11 +3,13 @@ from its excerpts, and readable by the replay readers. Detection targets are not
 tests/bench/bench_public_logs.py measures them."""
 from __future__ import annotations
 
+import csv
 import importlib.util
 import re
 import shutil
 import subprocess
 import sys
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import pytest
@@ -86,6 +88,36 @@ def test_each_step_table_is_rebuilt_byte_for_byte_from_its_excerpt(entry):
     if entry["label"] != "healthy":
         steps = [int(line.split(",")[0]) for line in rebuilt.splitlines()[1:]]
         assert entry["first_problem_step"] in steps
+
+
+def _printed_numbers(text):
+    """Every number printed in ``text`` (thousands separators dropped), as exact decimals."""
+    numbers = set()
+    plain = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)
+    for token in re.findall(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", plain):
+        try:
+            numbers.add(Decimal(token))
+        except InvalidOperation:
+            pass
+    return numbers
+
+
+@pytest.mark.parametrize("entry", LOGS, ids=IDS)
+def test_every_value_in_a_step_table_is_printed_in_its_excerpt(entry):
+    text = (CORPUS / f"{entry['id']}.txt").read_text(encoding="utf-8")
+    printed = _printed_numbers(text)
+    with open(CORPUS / f"{entry['id']}.csv", encoding="utf-8", newline="") as handle:
+        for row in csv.DictReader(handle):
+            for column, value in row.items():
+                if column in ("step", "overflow") or value == "":
+                    continue
+                if value in ("nan", "inf", "-inf"):
+                    assert value.lstrip("-") in text.lower(), f"{column}={value}"
+                    continue
+                number = Decimal(value)
+                ms = number * 1000 if column == "step_time_s" else None
+                assert number in printed or ms in printed, \
+                    f"{entry['id']} step {row['step']}: {column}={value} is not printed in the excerpt"
 
 
 def test_the_conversion_script_flags_a_step_table_that_no_longer_matches_its_excerpt(tmp_path):
