@@ -120,7 +120,7 @@ def totals(rows: List[Dict[str, Any]]) -> Dict[str, Any]:
     }
 
 
-def describe(row: Dict[str, Any]) -> str:
+def describe(row: Dict[str, Any], width: int = 56) -> str:
     alerts = ", ".join(f"{n}@{s}" for n, s in sorted(row["alerts"].items(), key=lambda x: x[1]))
     if row["verdict"] == "hit":
         verdict = f"hit +{row['hit']['delay']}"
@@ -133,7 +133,7 @@ def describe(row: Dict[str, Any]) -> str:
         txt = "same" if row["txt"]["same"] else "DIFF: " + (", ".join(
             f"{n}@{s}" for n, s in sorted(row["txt"]["alerts"].items(), key=lambda x: x[1])) or "none")
     first = "-" if row["first_problem_step"] is None else str(row["first_problem_step"])
-    return (f"{row['id'][:52]:<52} {row['label'][:19]:<19} {first:>6} {row['records']:>5}  "
+    return (f"{row['id']:<{width}} {row['label'][:19]:<19} {first:>6} {row['records']:>5}  "
             f"{verdict:<10} {txt:<5}  {alerts or '-'}")
 
 
@@ -151,9 +151,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     rows = [evaluate(e, labels, rules) for e in entries]
     print(f"bench_public_logs: {len(rows)} real logs, {len(rules)} rules from {rules_dir}; "
           f"warning/critical alerts only")
-    print(f"{'log':<52} {'label':<19} {'first':>6} {'recs':>5}  {'verdict':<10} {'txt':<5}  alerts (first step)")
+    width = max(len(r["id"]) for r in rows)
+    print(f"{'log':<{width}} {'label':<19} {'first':>6} {'recs':>5}  {'verdict':<10} {'txt':<5}  alerts (first step)")
     for row in rows:
-        print(describe(row))
+        print(describe(row, width))
     total = totals(rows)
     print(f"sick logs   : {total['hits']}/{total['sick']} hit, recall {total['recall']}; "
           f"missed: {', '.join(total['missed']) or 'none'}")
