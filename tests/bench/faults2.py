@@ -13,11 +13,12 @@ on dense logs and in records on sparse ones (JobHung: seconds after the last ste
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-from generator2 import GB, Run, Shape, Table, generate, with_steps
+from generator2 import GB, Run, Shape, Table, generate, sync_clocks, with_steps
 
 LR = r".*(LearningRate|Lr[A-Z]|LR[A-Z]|Lr$|LR$).*"
 
@@ -89,7 +90,7 @@ def _horizon(kind: Kind, rng: np.random.Generator, onset: int, every: int) -> Tu
     if kind.name == "plateau":             # the target counts records on sparse logs
         return int(2.5 * max(300, 0.1 * onset)) + 5, extra
     if kind.name == "periodic_spikes":
-        records = int(rng.integers(5, 41)) if every == 1 else int(rng.integers(3, 16))
+        records = int(rng.integers(5, 201)) if every == 1 else int(rng.integers(3, 16))
         extra["period"] = records * every
         return 8 * records + 10, extra
     if kind.name == "memory_growth":
@@ -103,7 +104,7 @@ def _horizon(kind: Kind, rng: np.random.Generator, onset: int, every: int) -> Tu
 
 def plan(kind: Kind, seed: int, index: int) -> Tuple[Shape, dict]:
     """The shape of the ``index``-th run of ``kind`` and where its fault begins."""
-    rng = np.random.default_rng([seed, 61, index])
+    rng = np.random.default_rng([seed, 61, index, zlib.crc32(kind.name.encode())])
     logging = kind.loggings[(index // 2) % len(kind.loggings)]
     timing = "early" if index % 2 == 0 else "late"
     family = kind.families[int(rng.integers(len(kind.families)))]
@@ -152,9 +153,10 @@ def plan(kind: Kind, seed: int, index: int) -> Tuple[Shape, dict]:
 # -- injecting ------------------------------------------------------------------------------
 
 def _flatten(table: Table, o: int) -> None:
-    """The loss stops falling at row ``o``: its level stays, its noise goes on."""
-    loss = table.cols["loss"]
-    loss[o:] = table.trend[o] + (loss[o:] - table.trend[o:]) * (table.trend[o] / table.trend[o:])
+    """The loss stops falling at row ``o``: it keeps the level of the row before, its noise
+    goes on."""
+    loss, level = table.cols["loss"], table.trend[max(0, o - 1)]
+    loss[o:] = level + (loss[o:] - table.trend[o:]) * (level / table.trend[o:])
 
 
 def _slow_down(table: Table, o: int, factor: np.ndarray | float) -> None:
@@ -235,7 +237,7 @@ def _inject(kind: str, table: Table, o: int, rng: np.random.Generator, run: Run,
     elif kind == "loss_oscillating":
         period = rng.uniform(60, 300) / every
         swing = rng.uniform(0.2, 0.4) * table.trend[o:]
-        c["loss"][o:] += swing * np.sin(2 * math.pi * np.arange(n - o) / period)
+        c["loss"][o:] += swing * np.sin(2 * math.pi * np.arange(1, n - o + 1) / period)
     elif kind == "straggler":
         factor = rng.uniform(1.3, 2.0)
         c["step_time_s"][o:] *= factor
@@ -270,6 +272,7 @@ def faulty(kind_name: str, seed: int, index: int) -> Run:
     for rank, table in run.ranks.items():
         if ranks[0] is None or rank == ranks[0]:
             _inject(kind.name, table, o, rng, run, extra)
+    sync_clocks(run)
     table = run.ranks[ranks[0] or 0]
     onset_step = int(table.step[o])
     unit = "steps" if shape.logging == "dense" else "records"

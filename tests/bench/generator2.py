@@ -191,7 +191,7 @@ def _loss_scale(shape: Shape, rng: np.random.Generator,
     unit = float(rng.choice([1.0, 1.0, 2.0 ** -17]))    # some logs print the scale / 2**17
     scale, window = 2.0 ** 16, int(rng.choice([100, 1000, 2000]))
     early = int(rng.integers(0, 6))
-    p_overflow = 1.0 / rng.uniform(1500, 6000)
+    p_overflow = 1.0 / (window * rng.uniform(3, 10))    # the scale holds its level
     draws = rng.random(shape.steps)
     scales, flags = np.empty(shape.steps), np.zeros(shape.steps)
     clean = 0
@@ -287,8 +287,13 @@ def log_table(shape: Shape, path: Dict[str, Any], values: Dict[str, Any]) -> Tab
                 sd = v[rows]
             else:
                 cols[name] = v[rows]
-    table = Table(steps[rows].copy(), T0 + 5.0 + seconds[rows], cols,
-                  trend=np.asarray(path["trend"])[rows].copy(), sd=np.asarray(sd).copy())
+    trend = np.asarray(path["trend"], dtype=np.float64)
+    if shape.logging == "epoch":                # the epoch's mean follows the mean trend
+        trend = np.add.reduceat(trend, rows - every + 1) / every
+    else:
+        trend = trend[rows].copy()
+    table = Table(steps[rows].copy(), T0 + 5.0 + seconds[rows], cols, trend=trend,
+                  sd=np.asarray(sd).copy())
     _sample_ratio(shape, table)
     if shape.precision != "fp16":
         table.cols.pop("overflow", None)
@@ -339,9 +344,20 @@ def generate(shape: Shape, run_id: Optional[str] = None) -> Run:
             again = log_table(shape, path, _rank_values(shape, path, rank, shared, stream=1))
             table, restarts = _resume(shape, facts, table, again)
         ranks[rank] = table
-    end_t = max(float(t.t[-1]) for t in ranks.values()) + 1.0
-    return Run(shape, run_id, config_of(shape, facts), {}, ranks, restarts, end_t=end_t,
-               facts=facts)
+    run = Run(shape, run_id, config_of(shape, facts), {}, ranks, restarts, facts=facts)
+    sync_clocks(run)
+    return run
+
+
+def sync_clocks(run: Run) -> None:
+    """Synchronous ranks finish a step together: the slowest rank sets every rank's clock
+    (a few milliseconds apart); the run ends a second after its last step."""
+    common = np.max(np.stack([table.t - 0.002 * rank for rank, table in run.ranks.items()]),
+                    axis=0)
+    for rank, table in run.ranks.items():
+        table.t = common + 0.002 * rank
+    run.restarts = [(row, float(common[row - 1] + common[row]) / 2) for row, _ in run.restarts]
+    run.end_t = float(common[-1]) + 1.0
 
 
 def _rank_values(shape: Shape, path: Dict[str, Any], rank: int, shared: Dict[str, Any],
@@ -364,7 +380,7 @@ def _resume(shape: Shape, facts: Dict[str, Any], first: Table, again: Table
     last = int(first.step[-1])
     ckpts = [c for c in range(every, last, every) if c >= last * 0.2 and c <= last * 0.7]
     ckpt = ckpts[len(ckpts) // 2] if ckpts else (last // 2 // shape.every) * shape.every
-    crash = ckpt + max(shape.every, int(rng.uniform(0.2, 0.9) * every))
+    crash = ckpt + max(shape.every, int(rng.uniform(0.2, 0.9) * min(every, last - ckpt)))
     head = first.step <= crash
     tail = again.step > ckpt
     gap = float(rng.uniform(60, 600))
