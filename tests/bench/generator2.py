@@ -187,22 +187,24 @@ def course(shape: Shape) -> Dict[str, Any]:
 
 def _loss_scale(shape: Shape, rng: np.random.Generator,
                 facts: Dict[str, Any]) -> Tuple[np.ndarray, np.ndarray]:
-    """A dynamic loss scaler: a few overflows at the start, rare ones later, x2 per window."""
+    """A dynamic loss scaler: a few overflows at the start, then x2 after every clean window
+    and /2 on an overflow, which gets likelier as the scale grows past what the gradients
+    allow (so the scale hovers around that level)."""
     unit = float(rng.choice([1.0, 1.0, 2.0 ** -17]))    # some logs print the scale / 2**17
     scale, window = 2.0 ** 16, int(rng.choice([100, 1000, 2000]))
     early = int(rng.integers(0, 6))
-    p_overflow = 1.0 / (window * rng.uniform(3, 10))    # the scale holds its level
+    level = 2.0 ** rng.uniform(14, 20)
     draws = rng.random(shape.steps)
     scales, flags = np.empty(shape.steps), np.zeros(shape.steps)
     clean = 0
     for i in range(shape.steps):
-        if i < early or draws[i] < p_overflow:
+        if i < early or draws[i] < min(0.5, 0.7 * scale / level / window):
             flags[i], clean = 1.0, 0
             scale = max(1.0, scale / 2)
         else:
             clean += 1
             if clean >= window:
-                scale, clean = min(scale * 2, 2.0 ** 24), 0
+                scale, clean = scale * 2, 0
         scales[i] = scale * unit
     facts.update(scale_unit=unit, scale_window=window, early_overflows=early)
     return scales, flags
