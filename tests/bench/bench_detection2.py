@@ -205,10 +205,13 @@ def score(healthy: List[Outcome], faulty: List[Outcome], severities: Dict[str, s
                "first_alerts": dict(Counter(d["first_alert"] or "(none)"
                                              for d in mine).most_common(3)),
                "missed": [d["run"] for d in mine if not d["detected"]]}
-        for timing in ("early", "late"):
-            part = [d for d in mine if d["timing"] == timing]
-            row[f"recall_{timing}"] = (sum(d["detected"] for d in part) / len(part)
-                                       if part else None)
+        parts = {"early": [d for d in mine if d["timing"] == "early"],
+                 "late": [d for d in mine if d["timing"] == "late"],
+                 "dense": [d for d in mine if d["logging"] == "dense"],
+                 "sparse": [d for d in mine if d["logging"] != "dense"]}
+        for part, found_part in parts.items():
+            row[f"recall_{part}"] = (sum(d["detected"] for d in found_part) / len(found_part)
+                                     if found_part else None)
         row["pass"] = (row["recall"] >= TARGET_RECALL and row["false_per_10k"]
                        <= TARGET_FALSE_PER_10K and (row["on_time"] is None
                                                     or row["on_time"] >= TARGET_ON_TIME))
@@ -236,7 +239,8 @@ def _num(value: Optional[float], width: int, digits: int = 0) -> str:
 def format_table(scored: Dict) -> str:
     """The per-fault table, the false alerts per alert and per shape."""
     head = (f"{'fault':22s} {'alert(s)':24s} {'runs':>4s} {'recall':>6s} {'early':>5s} "
-            f"{'late':>5s} {'ontime':>6s} {'dense med/max (steps)':>21s} "
+            f"{'late':>5s} {'dense':>5s} {'sparse':>6s} {'ontime':>6s} "
+            f"{'dense med/max (steps)':>21s} "
             f"{'sparse med/max (rec)':>20s} {'false/10k':>9s}  {'target':28s} verdict")
     lines = [head, "-" * len(head)]
     for name, r in scored["rows"].items():
@@ -244,6 +248,7 @@ def format_table(scored: Dict) -> str:
         lines.append(
             f"{name:22s} {alerts:24s} {r['runs']:4d} {r['recall']:6.2f} "
             f"{_num(r['recall_early'], 5, 2)} {_num(r['recall_late'], 5, 2)} "
+            f"{_num(r['recall_dense'], 5, 2)} {_num(r['recall_sparse'], 6, 2)} "
             f"{_num(r['on_time'], 6, 2)} {_num(r['dense']['median'], 10)} "
             f"{_num(r['dense']['max'], 10)} {_num(r['sparse']['median'], 9)} "
             f"{_num(r['sparse']['max'], 10)} {r['false_per_10k']:9.3f}  "

@@ -207,7 +207,7 @@ def _inject(kind: str, table: Table, o: int, rng: np.random.Generator, run: Run,
         floor = run.facts["scale_unit"]
         c["overflow"][o:] = 1.0
         before = c["loss_scale"][o - 1] if o else c["loss_scale"][0]
-        c["loss_scale"][o:] = np.maximum(floor * 2.0 ** -4, before / 2.0 ** np.arange(1, n - o + 1))
+        c["loss_scale"][o:] = np.maximum(floor, before / 2.0 ** np.arange(1, n - o + 1))
         _flatten(table, o)
     elif kind in ("data_starvation", "throughput_drop"):
         if kind == "data_starvation":

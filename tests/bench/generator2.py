@@ -153,7 +153,7 @@ def course(shape: Shape) -> Dict[str, Any]:
         facts.update(classes=classes, level=level, shape_k=rng.uniform(1.0, 2.0))
     else:
         start = rng.uniform(0.5, 5.0)
-        floor = start * rng.uniform(0.002, 0.3)
+        floor = max(0.01, start * rng.uniform(0.002, 0.3))
         tau = shape.steps * rng.uniform(0.05, 0.35)
         trend = floor + (start - floor) * np.exp(-progress / tau)
         for m in facts.get("milestones", ()):      # a learning-rate drop lowers the loss

@@ -3,6 +3,7 @@ injects: a faulty run equals its healthy twin up to the onset and differs at the
 labels carry the issue's targets, and the healthy runs stay within what a healthy run does."""
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -224,3 +225,19 @@ def test_a_resumed_run_repeats_the_steps_after_its_checkpoint():
     assert steps[row] <= steps[row - 1] and steps[-1] == 4000
     assert run.ranks[0].t[row - 1] < t < run.ranks[0].t[row]
     assert not math.isnan(run.end_t)
+
+
+def test_the_bench_replays_labelled_runs_through_the_engine_and_writes_its_figures(tmp_path):
+    import bench_detection2
+
+    out = tmp_path / "figures.json"
+    code = bench_detection2.main(["--per-kind", "2", "--kinds", "loss_nonfinite", "job_hung",
+                                  "--healthy-seeds", "3", "--scale", "0.1", "--json", str(out)])
+    figures = json.loads(out.read_text())
+    assert code == 0
+    assert set(figures["rows"]) == {"loss_nonfinite", "job_hung"}
+    assert [r["runs"] for r in figures["rows"].values()] == [2, 2]
+    assert {r["kind"] for r in figures["runs"]} == {"loss_nonfinite", "job_hung"}
+    assert figures["healthy_records"] == sum(
+        r.records for r in faults2.healthy_suite(3, scale=0.1))
+    assert {"false_per_10k", "false_by_alert", "false_by_group"} <= set(figures)
