@@ -111,8 +111,10 @@ def _value(value: Any) -> str:
 def print_table(result: Dict[str, Any]) -> None:
     """One line per fired alert (step, rank, severity, name, value, summary) and its fix."""
     s = result["summary"]
+    grouped = (f", {s['consequences']} of them as a consequence of another"
+               if s.get("consequences") else "")
     print(f"{s['run_dir']}: {s['steps']} steps from {s['ranks']} rank(s), {s['rules']} rules, "
-          f"{s['firing']} alert(s) fired ({s['seconds']:.2f}s)")
+          f"{s['firing']} alert(s) fired{grouped} ({s['seconds']:.2f}s)")
     if s.get("spool_error_count"):
         print(f"{s['spool_error_count']} bad spool line(s) skipped, e.g. {s['spool_errors'][0]}")
     for message in s["engine_errors"]:
@@ -123,10 +125,10 @@ def print_table(result: Dict[str, Any]) -> None:
         return
     header = ("STEP", "RANK", "SEVERITY", "ALERT", "VALUE", "SUMMARY")
     rows = [(str(a["step"]), str(a["rank"]), a["severity"], a["alert"], _value(a["value"]),
-             a["summary"]) for a in alerts]
+             fmt.consequence(a.get("caused_by"), a["summary"])) for a in alerts]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)) + "  " + header[-1])
     for row, a in zip(rows, alerts):
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1])
-        if a.get("fix"):
+        if a.get("fix") and not a.get("caused_by"):
             print(" " * (sum(widths) + 2 * len(widths)) + "fix: " + a["fix"])
