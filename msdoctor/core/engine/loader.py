@@ -322,10 +322,12 @@ def _causes(w: _Walker, item: Optional[Tuple[Any, Any]]) -> List[Tuple[str, Tupl
     nodes = node.value if isinstance(node, yaml.SequenceNode) else [node]
     out: List[Tuple[str, Tuple[int, int]]] = []
     for name_node in nodes:
-        name = w.scalar(name_node) if isinstance(name_node, yaml.ScalarNode) else None
+        scalar = isinstance(name_node, yaml.ScalarNode)
+        name = w.scalar(name_node) if scalar else None
         if not isinstance(name, str) or not _IDENT.match(name):
+            got = repr(name) if scalar else f"a {name_node.id}"
             w.error(name_node, f"consequence_of: expected an alert name or a list of alert "
-                               f"names such as [LossNonFinite], got {name!r}")
+                               f"names such as [LossNonFinite], got {got}")
         elif name in (n for n, _ in out):
             w.error(name_node, f"consequence_of: {name!r} is named twice")
         else:
