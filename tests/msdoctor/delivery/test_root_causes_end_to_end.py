@@ -1,6 +1,7 @@
 """A NaN loss pages once: a real ``msdoctor serve`` over a diverged run notifies a real
 Alertmanager (and a webhook) of LossNonFinite only; GradNormNonFinite and UpdatesStalled are on
-record as its consequences (journal, API, /metrics, ``status``), and ``replay`` agrees.
+record as its consequences (journal, API, /metrics, ``status``), and ``replay`` and ``report``
+agree.
 
 Rank 0 diverges for good at step 100 (loss and gradient norm NaN, every update skipped). Rank 1
 recovers its loss at step 220 but its updates stay stalled: UpdatesStalled, a consequence while
@@ -9,19 +10,16 @@ the loss was NaN, becomes an alert of its own when LossNonFinite resolves, and i
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from msdoctor.wire import encode, make
-
 import servers
 from receiver import Receiver
+from spool_factory import write_diverged_run
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(servers.ALERTMANAGER is None,
@@ -29,31 +27,6 @@ pytestmark = [pytest.mark.slow,
                                         "(scripts/bootstrap-system)")]
 
 ROOT = Path(__file__).resolve().parents[3]
-STEPS, NAN_AT, RECOVER_AT = 300, 100, {0: None, 1: 220}
-
-
-def write_diverged_run(run_dir: Path) -> None:
-    """Two bf16 ranks; loss and gradient norm NaN from NAN_AT (rank 1 recovers at 220), the
-    sampled update ratio 0 from NAN_AT on (the optimizer skips non-finite steps)."""
-    t0 = time.time() - STEPS * 0.5
-    for rank in (0, 1):
-        lines = [encode(make("run_start", rank, run="diverged", world_size=2, t=t0,
-                             config={"precision": "bf16"}))]
-        for n in range(1, STEPS + 1):
-            recover = RECOVER_AT[rank]
-            bad = n >= NAN_AT and (recover is None or n < recover)
-            fields = dict(loss=math.nan if bad else 2.0 + 8.0 / math.sqrt(n),
-                          grad_norm=math.nan if bad else 1.0, loss_scale=1.0, overflow=bad,
-                          lr=3e-4, tokens=8192.0, step_time_s=0.5, data_wait_s=0.005)
-            if n % 10 == 0:
-                fields["update_ratio"] = 0.0 if n >= NAN_AT else 1e-3
-            lines.append(encode(make("step", rank, run="diverged", step=n, t=t0 + 0.5 * n,
-                                     **fields)))
-        lines.append(encode(make("run_end", rank, run="diverged", status="failed", step=STEPS,
-                                 t=t0 + 0.5 * STEPS)))
-        path = run_dir / "events" / f"rank-{rank}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b"".join(lines))
 
 
 def msdoctor(*args: str) -> subprocess.CompletedProcess:
@@ -142,6 +115,10 @@ def test_a_nan_loss_notifies_its_cause_once_and_records_the_consequences(tmp_pat
     status = msdoctor("status", "--run-dir", str(run_dir)).stdout
     marked = [x for x in status.splitlines() if "↳ consequence of LossNonFinite" in x]
     assert sorted(x.split()[2] for x in marked) == ["GradNormNonFinite", "UpdatesStalled"]
+    # and so does the report
+    page = tmp_path / "report.html"
+    assert msdoctor("report", str(run_dir), "-o", str(page)).returncode == 0
+    assert page.read_text().count("&#8627; consequence of LossNonFinite") == 4
 
 
 def _sent(url: str) -> int:
