@@ -272,9 +272,15 @@ class Engine:
         now = self.clock()
         for rc in self.runs.values():
             for ctx in rc.ranks.values():
-                out.extend(self._settle(ctx, ctx.last_step, now, lambda cr, ctx=ctx: (
-                    ctx.last[cr.value], {k: ctx.last[i] for k, i in cr.values.items()})))
+                out.extend(self._settle(ctx, ctx.last_step, now, self._last_values(ctx)))
         return out
+
+    @staticmethod
+    def _last_values(ctx: RankContext) -> ValuesAt:
+        """A rule's value and named values as the rank's last evaluation left them."""
+        def at(cr: CompiledRule) -> Tuple[float, Dict[str, float]]:
+            return ctx.last[cr.value], {k: ctx.last[i] for k, i in cr.values.items()}
+        return at
 
     def _caused_by(self, ctx: RankContext, alert: str, state: str) -> Optional[str]:
         """The root cause a transition is marked with; keeps ``ctx.firing`` up to date."""

@@ -295,7 +295,8 @@ def _load_rule(w: _Walker, node: Any) -> Optional[Rule]:
                 for_=for_ or Duration(), keep_firing_for=keep or Duration(), labels=labels or {},
                 annotations=annotations, templates=templates, values=values, action=action,
                 consequence_of=tuple(n for n, _ in causes),
-                cause_marks=tuple(m for _, m in causes), group=w.group or "", path=w.path, line=node.start_mark.line + 1)
+                cause_marks=tuple(m for _, m in causes), group=w.group or "", path=w.path,
+                line=node.start_mark.line + 1)
 
 
 def _expr(w: _Walker, item: Optional[Tuple[Any, Any]], what: str) -> Any:
