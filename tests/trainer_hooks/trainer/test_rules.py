@@ -8,6 +8,7 @@ JobHung is judged on the clock while the run is alive, so its run is watched by 
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -134,7 +135,19 @@ def replayed_transitions(run_dir: Path) -> list:
     ("nan", "GradNormNonFinite"),          # the NaN loss's backward pass
     ("nan-fp16", "LossScaleCollapse"),     # every step overflows after the NaN
 ])
-def test_a_real_nan_loss_is_the_one_cause_and_the_rest_its_consequences(runs, run, consequence):
+def test_a_real_nan_loss_is_the_one_cause_and_the_rest_its_consequences(runs, run, consequence,
+                                                                        tmp_path):
     got = replayed_transitions(runs[run])
     assert [a for a in got if a[3] is None] == [("LossNonFinite", 0, 30, None)], got
     assert consequence in {a[0] for a in got if a[3] == "LossNonFinite"}, got
+    # a live sidecar started on the run gives the same transitions
+    from tests.servers import sidecar, wait_until
+
+    run_dir = tmp_path / run
+    shutil.copytree(runs[run], run_dir)
+    with sidecar(run_dir, tmp_path):
+        wait_until(lambda: len([a for a in journal(run_dir) if a["state"] == "firing"])
+                   >= len(got), 60, what="the sidecar's alerts.jsonl")
+    served = [(a["alert"], a["rank"], a["step"], a.get("caused_by")) for a in journal(run_dir)
+              if a["state"] == "firing"]
+    assert sorted(served) == sorted(got)
