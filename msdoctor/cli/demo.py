@@ -70,7 +70,10 @@ class AlertPrinter:
     def on_alert(self, alert: Dict[str, Any]) -> None:
         state, name = alert.get("state"), alert.get("alert", "?")
         where = f"rank {alert.get('rank')} step {alert.get('step')}"
-        if state == "firing":
+        if state == "firing" and alert.get("caused_by"):
+            self.out.write(f"  [{str(alert.get('severity', '')).upper()}] {name} ({where}) "
+                           f"{fmt.consequence(alert['caused_by'])}\n")
+        elif state == "firing":
             self.fired.setdefault(name, alert)
             severity = str(alert.get("severity", "")).upper()
             self.out.write(f"\n  [{severity}] {name} ({where})\n    {alert.get('summary', '')}\n"

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from msdoctor.core import format as fmt
 
@@ -139,11 +139,24 @@ def _value(value: Any) -> str:
     return fmt.number(value) if fmt.is_number(value) else str(value)
 
 
+def _summary(alert: Dict[str, Any], before: List[Dict[str, Any]]) -> str:
+    """The summary cell: a consequence names its cause; an alert that fired as a consequence
+    and goes on firing after its cause ended says so."""
+    if alert.get("caused_by"):
+        return fmt.consequence(alert["caused_by"], alert["summary"])
+    key = (alert["alert"], alert.get("run"), alert.get("rank"), alert.get("first_step"))
+    if any((b["alert"], b.get("run"), b.get("rank"), b.get("first_step")) == key for b in before):
+        return "(its cause ended; firing on its own) " + alert["summary"]
+    return alert["summary"]
+
+
 def print_table(result: Dict[str, Any]) -> None:
     """One line per fired alert (step, rank, severity, name, value, summary) and its fix."""
     s = result["summary"]
+    grouped = (f", {s['consequences']} of them as a consequence of another"
+               if s.get("consequences") else "")
     print(f"{s['run_dir']}: {s['steps']} steps from {s['ranks']} rank(s), {s['rules']} rules, "
-          f"{s['firing']} alert(s) fired ({s['seconds']:.2f}s)")
+          f"{s['firing']} alert(s) fired{grouped} ({s['seconds']:.2f}s)")
     if s.get("spool_error_count"):
         print(f"{s['spool_error_count']} bad spool line(s) skipped, e.g. {s['spool_errors'][0]}")
     for message in s["engine_errors"]:
@@ -154,10 +167,10 @@ def print_table(result: Dict[str, Any]) -> None:
         return
     header = ("STEP", "RANK", "SEVERITY", "ALERT", "VALUE", "SUMMARY")
     rows = [(str(a["step"]), str(a["rank"]), a["severity"], a["alert"], _value(a["value"]),
-             a["summary"]) for a in alerts]
+             _summary(a, alerts[:i])) for i, a in enumerate(alerts)]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)) + "  " + header[-1])
     for row, a in zip(rows, alerts):
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1])
-        if a.get("fix"):
+        if a.get("fix") and not a.get("caused_by"):
             print(" " * (sum(widths) + 2 * len(widths)) + "fix: " + a["fix"])

@@ -35,7 +35,7 @@ from msdoctor.replay.textfile import blocks
 from msdoctor.replay.tree import select
 
 TABLE_FIELDS = ("alert", "severity", "run", "rank", "step", "first_step", "value", "summary",
-                "cause", "fix", "runbook_url", "t", "labels", "values", "action")
+                "cause", "fix", "runbook_url", "t", "labels", "values", "action", "caused_by")
 
 
 def load(paths: List[str], fmt: str = "auto", rank: Optional[int] = None,
@@ -210,6 +210,7 @@ def result_of(pipeline: Pipeline, rules: Any, events: int, steps: int, stats: Ru
         "summary": {
             "rules": len(rules), "events": events + steps, "steps": steps,
             "runs": sorted(engine.runs), "ranks": len(ranks), "firing": len(firing),
+            "consequences": sum(1 for a in firing if a.caused_by),
             "transitions": len(transitions), "by_alert": by_alert,
             "still_firing": [f"{a['alert']}@{a['run']}/{a['rank']}"
                              for a in pipeline.alerts.firing()],

@@ -163,7 +163,9 @@ def _alert_table(alerts: List[Dict[str, Any]]) -> str:
             f"<tr><td>{a.get('step')}</td><td>{a.get('rank')}</td>"
             f"<td><span class=\"sev\" style=\"background:{severity_colour(sev)}\">{escape(sev)}</span></td>"
             f"<td><b>{escape(a.get('alert', ''))}</b></td><td>{_value(a.get('value'))}</td>"
-            f"<td>{escape(a.get('summary', ''))}"
+            + (f"<td><div class=\"cause\">&#8627; consequence of {escape(a['caused_by'])} "
+               "(not notified on its own)</div>" if a.get("caused_by") else "<td>")
+            + f"{escape(a.get('summary', ''))}"
             + (f"<div class=\"cause\">Cause: {escape(a['cause'])}</div>" if a.get("cause") else "")
             + (f"<div class=\"fix\">Fix: {escape(a['fix'])}</div>" if a.get("fix") else "")
             + (f"<div class=\"cause\">Runbook: {escape(link)}</div>" if link else "")
