@@ -78,8 +78,8 @@ def kind_of(path: Path) -> Optional[str]:
         return "log"
     if _workers(path):
         return "msrun_log"
-    if (path / "log").is_dir() and _rank_dirs(path / "log") or \
-            (path / "msrun_log").is_dir() and _workers(path / "msrun_log"):
+    if ((path / "log").is_dir() and _rank_dirs(path / "log")) or \
+            ((path / "msrun_log").is_dir() and _workers(path / "msrun_log")):
         return "output"
     return None
 
@@ -108,7 +108,8 @@ def select(paths: List[str]) -> Selection:
 
 def _output(path: Path, chosen: Selection) -> None:
     log, msrun = path / "log", path / "msrun_log"
-    use_log = log.is_dir() and _has_info(log)
+    has_workers = msrun.is_dir() and bool(_workers(msrun))
+    use_log = log.is_dir() and (_has_info(log) or not has_workers)
     for child in sorted(path.iterdir()):
         if child == log and use_log:
             _log(child, chosen)

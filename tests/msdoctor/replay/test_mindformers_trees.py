@@ -201,3 +201,14 @@ def test_an_unreadable_log_is_one_line_naming_it_exit_2(tmp_path):
 ])
 def test_known_causes_are_named(text, cause):
     assert known_cause(text)[0] == cause
+
+
+def test_an_output_tree_with_only_error_logs_reads_them(tmp_path):
+    rank_dir = tmp_path / "output" / "log" / "rank_0"
+    rank_dir.mkdir(parents=True)
+    L.write(rank_dir / "error.log", [L.mf_line("RuntimeError: Out of Memory!!! Request memory size: "
+                                               "2147483648B", T0, logging.ERROR)])
+    done = replay(str(tmp_path / "output"), "--json")
+    assert done.returncode == 0, done.stderr
+    (rank,) = json.loads(done.stdout)["ranks"]
+    assert rank["verdict"] == "crash-before-first-step" and rank["cause"] == "out-of-memory"
