@@ -16,6 +16,9 @@ from typing import Optional, Union
 from msdoctor.wire.errors import MsdoctorError
 
 PathLike = Union[str, "os.PathLike[str]"]
+#: Files and directories msdoctor creates in a run directory: nobody else may write them.
+FILE_MODE = 0o644
+DIR_MODE = 0o755
 
 
 class NotRegularFile(MsdoctorError, OSError):
@@ -85,3 +88,19 @@ def read_regular(path: PathLike, limit: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def make_dir(path: PathLike) -> None:
+    """Create the directory ``path`` (and its parents) as ``DIR_MODE`` whatever the umask;
+    an existing directory is left as it is."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileExistsError:
+        return
+    os.chmod(path, DIR_MODE)
