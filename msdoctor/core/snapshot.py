@@ -27,7 +27,7 @@ import numpy as np
 
 from msdoctor.core.state import COUNTERS, DEFAULT_CAPACITY, RankState, RunState, Series, Store
 from msdoctor.wire.errors import MsdoctorError
-from msdoctor.wire.files import FILE_MODE, make_dir, open_regular
+from msdoctor.wire.files import FILE_MODE, describe, make_dir, open_regular
 from msdoctor.wire.layout import state_dir
 
 FORMAT = "msdoctor-snapshot"
@@ -251,7 +251,7 @@ def load(state_dir: os.PathLike | str, run_dir: os.PathLike | str,
     except FileNotFoundError:
         return None
     except OSError as exc:                  # a FIFO, a device, a directory, a link loop
-        raise SnapshotError(f"{path}: unreadable: {exc.strerror or exc}") from None
+        raise SnapshotError(f"unreadable: {describe(path, exc)}") from None
     try:
         with os.fdopen(fd, "rb") as fh, np.load(fh, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}

@@ -104,3 +104,10 @@ def make_dir(path: PathLike) -> None:
     except FileExistsError:
         return
     os.chmod(path, DIR_MODE)
+
+
+def describe(path: PathLike, exc: OSError) -> str:
+    """``exc`` about ``path`` in one phrase that names the path once."""
+    if isinstance(exc, NotRegularFile):
+        return str(exc.strerror)
+    return f"{os.fspath(path)}: {exc.strerror or exc}"

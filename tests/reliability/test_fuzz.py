@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import tempfile
 from pathlib import Path
@@ -198,13 +199,16 @@ class Hung(Exception):
 
 
 def place(path: Path, kind: str, rnd: random.Random) -> None:
-    """Put an object of ``kind`` at ``path`` (replacing what is there)."""
+    """Put an object of ``kind`` at ``path`` (replacing what is there), when its parent is
+    (or can be made) a directory."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:                                    # "events" is something else now
+        return
     if path.is_symlink() or path.is_file() or path.is_fifo():
         path.unlink()
     elif path.is_dir():
-        import shutil
         shutil.rmtree(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     if kind == "spool":
         path.write_bytes(GOOD_LINES)
     elif kind == "garbage":

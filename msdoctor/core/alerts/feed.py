@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
-from msdoctor.wire.files import open_regular
 from msdoctor.core.alerts.active import (
     HISTORY,
     KNOWN_STATES,
@@ -23,6 +22,7 @@ from msdoctor.core.alerts.active import (
     AlertListener,
     as_record,
 )
+from msdoctor.wire.files import describe, open_regular
 
 log = logging.getLogger("msdoctor.core.alerts.feed")
 
@@ -60,7 +60,7 @@ class JournalReader:
         except FileNotFoundError:
             return []
         except OSError as exc:             # a FIFO, a device, a directory, a link loop
-            self._problem(f"{self.path}: {exc.strerror or exc}")
+            self._problem(describe(self.path, exc))
             return []
         self._reported = None
         with os.fdopen(fd, "rb") as f:
