@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from msdoctor.core.alerts.feed import AlertFeed
 from msdoctor.core.engine.errors import ExprError, RuleSetError
 from msdoctor.core.engine.expr import parse
-from msdoctor.core.alerts.feed import AlertFeed
 from msdoctor.core.engine.loader import default_rules_dir, load_rules
 from msdoctor.core.pipeline import Pipeline
 from msdoctor.core.runlock import RunLock

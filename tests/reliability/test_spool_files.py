@@ -58,20 +58,7 @@ def test_rank_files_that_are_not_files_are_reported_once_each_and_the_others_are
     for attempt in range(2):                              # and again after a restart
         serve = Serve(run_dir, tmp_path / f"serve{attempt}.log")
         try:
-            assert wait_for(lambda: rank_view(serve, 1).get("last_step") == 3 + 3 * attempt,
-                            timeout=120), serve.text()
-            write_events(good, *[step(n, rank=1) for n in range(4 + 3 * attempt,
-                                                                7 + 3 * attempt)])
-            assert wait_for(lambda: rank_view(serve, 1).get("last_step") == 6 + 3 * attempt,
-                            timeout=60), serve.text()
-            assert serve.process.poll() is None
-            ranks = serve.get("/api/v1/runs/r")
-            runs = [r["run"] for r in serve.get("/api/v1/runs")["runs"]]
-            assert runs == ["r"] and ranks["ranks"] == 1, (runs, ranks)   # no phantom rank
-            view = rank_view(serve, 1)
-            assert view["counters"]["steps"] == 6 + 3 * attempt        # rank-01 is not merged in
-            assert view["counters"]["repeated_steps"] == 0
-            assert serve.stop() == 0
+            read_on(serve, good, 3 + 3 * attempt)
         finally:
             if serve.process.poll() is None:
                 serve.kill9()
@@ -82,6 +69,23 @@ def test_rank_files_that_are_not_files_are_reported_once_each_and_the_others_are
         assert "Too many levels of symbolic links" in text and "is a directory" in text
         assert "is a FIFO" in text and "is a character device" in text
         assert "the spool of rank 1 is named rank-1.jsonl" in text
+
+
+def read_on(serve: Serve, good: Path, steps: int) -> None:
+    """``serve`` reads rank 1's ``steps`` steps, then 3 more appended, and nothing else."""
+    assert wait_for(lambda: rank_view(serve, 1).get("last_step") == steps, timeout=120), \
+        serve.text()
+    write_events(good, *[step(n, rank=1) for n in range(steps + 1, steps + 4)])
+    assert wait_for(lambda: rank_view(serve, 1).get("last_step") == steps + 3, timeout=60), \
+        serve.text()
+    assert serve.process.poll() is None
+    ranks = serve.get("/api/v1/runs/r")
+    runs = [r["run"] for r in serve.get("/api/v1/runs")["runs"]]
+    assert runs == ["r"] and ranks["ranks"] == 1, (runs, ranks)     # no phantom rank
+    view = rank_view(serve, 1)
+    assert view["counters"]["steps"] == steps + 3                  # rank-01 is not merged in
+    assert view["counters"]["repeated_steps"] == 0
+    assert serve.stop() == 0
 
 
 def test_a_rotated_spool_file_is_read_to_its_end_and_the_new_file_keeps_the_run(tmp_path):
