@@ -35,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"{HELP} The run directory must exist ({EXPECTED_RUN_DIR}); if events/ is not there yet, "
         "serve waits for it. State is saved in <run_dir>/.msdoctor/ every few seconds and on "
         "SIGINT/SIGTERM; a restarted serve resumes from it. SIGHUP re-loads --rules: a set with "
-        "errors is refused (each error logged with file:line:col) and the last good set kept.")
+        "errors is refused (each error logged with file:line:col) and the last good set kept. One "
+        "serve per run directory: a second is refused (lock: <run_dir>/.msdoctor/sidecar.lock).")
     parser.add_argument("--run-dir", required=True, type=Path, metavar="DIR",
                         help="the run directory to watch")
     parser.add_argument("--state-dir", type=Path, metavar="D",
