@@ -23,7 +23,9 @@ rules read, e.g. ``{"hang_after_s": 60}``: see docs/runbook.md) go to ``run_star
 A stop request (``<run_dir>/control/stop.json``, checked with one ``os.stat`` per
 step) emits a ``stop`` event and calls ``run_context.request_stop()``; ``Model``
 honours it after the current step (in device sink mode: after the current epoch).
-A stop file older than the run is ignored (with a warning).
+A stop file older than the run, one that names another run (its ``run`` field), or
+something other than a regular file at that path (a FIFO is never opened) is ignored
+with a warning.
 
 Nothing here raises into training: every hook body is guarded, an internal
 error is counted (``errors``), warned once, and after ``max_errors`` the
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 import traceback
 from typing import Any, Dict, Mapping, Optional
@@ -44,7 +47,14 @@ from trainer_hooks.emitter import Emitter
 from trainer_hooks.guard import Guard
 from trainer_hooks.outputs import config_from_params, dataset_tokens, decode_outputs, input_tokens
 from trainer_hooks.sampler import UpdateSampler, lr_reader
-from trainer_hooks.wire import SCHEMA_VERSION, STOP_FILE, make
+from trainer_hooks.wire import (
+    SCHEMA_VERSION,
+    STOP_FILE,
+    NotRegularFile,
+    kind_of,
+    make,
+    read_regular,
+)
 
 
 class DoctorCallback(Callback):
@@ -93,6 +103,7 @@ class DoctorCallback(Callback):
         self._lr = None
         self._memory: Optional[env.Memory] = None
         self._stale_stop: Optional[tuple] = None
+        self._ignored_stop: Optional[tuple] = None
         self._stopping = False
         self._ckpt_callbacks: list = []
         self._ckpt_seen: Dict[int, str] = {}
@@ -291,10 +302,23 @@ class DoctorCallback(Callback):
             info = os.stat(self._stop_path)
         except OSError:
             return
-        if (info.st_mtime_ns, info.st_ino) == self._stale_stop:
+        seen = (info.st_mtime_ns, info.st_ino)
+        if seen in (self._stale_stop, self._ignored_stop):
+            return
+        request = _read_stop(self._stop_path) if stat.S_ISREG(info.st_mode) else None
+        if request is None:       # a FIFO, a device, a directory: never opened, never waited on
+            self._ignored_stop = seen
+            self.guard.report("stop-not-a-file", f"ignoring {self._stop_path}: it is "
+                                                 f"{kind_of(info.st_mode)}, expected a regular "
+                                                 "file written by msdoctor serve")
+            return
+        target, mine = request.get("run"), self.run or _dir_name(self.run_dir)
+        if isinstance(target, str) and target != mine:
+            self._ignored_stop = seen
+            self.guard.report("stop-other-run", f"ignoring {self._stop_path}: it asks run "
+                                                f"{target!r} to stop; this is run {mine!r}")
             return
         self._stopping = True
-        request = _read_stop(self._stop_path)
         reason = str(request.get("reason") or "stop requested by msdoctor")
         self._emit(make("stop", self.rank, t=time.time(), run=self.run, step=step, reason=reason,
                         alert=request.get("alert") if isinstance(request.get("alert"), str) else None))
@@ -321,16 +345,23 @@ def _optimizer(cb: Any) -> Any:
     return optimizer if hasattr(optimizer, "parameters") else None
 
 
-def _read_stop(path: str) -> Dict[str, Any]:
-    """The stop request's JSON object (data only); a readable reason if it is malformed."""
+def _read_stop(path: str) -> Optional[Dict[str, Any]]:
+    """The stop request's JSON object (data only); a readable reason if it is malformed;
+    None when ``path`` is not a regular file (opened with O_NONBLOCK: never waits)."""
     try:
-        with open(path, "rb") as handle:
-            data = json.loads(handle.read(65536))
+        data = json.loads(read_regular(path, 65536))
         if isinstance(data, dict):
             return data
         return {"reason": f"stop requested ({path} holds {type(data).__name__}, expected an object)"}
+    except NotRegularFile:
+        return None
     except (OSError, ValueError) as exc:
         return {"reason": f"stop requested ({path} unreadable: {exc})"}
+
+
+def _dir_name(path: str) -> str:
+    """The run id the sidecar gives a run without one: its directory's name."""
+    return os.path.basename(os.path.realpath(path))
 
 
 __all__ = ["DoctorCallback", "STOP_FILE"]

@@ -9,6 +9,7 @@ import functools
 import os
 import platform
 import sys
+import weakref
 from typing import Dict, Mapping, Optional, Tuple
 
 #: Environment variables that carry the rank / world size, in order of preference
@@ -93,6 +94,13 @@ def _read_versions() -> Dict[str, str]:
     return found
 
 
+def _close_quietly(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
 class Memory:
     """Cheap per-step memory readings: host RSS always, device memory where it is reported.
 
@@ -111,8 +119,11 @@ class Memory:
         self._statm: Optional[int] = None  # fd of /proc/self/statm: ~3 us a read, psutil ~9 us
         self._page = 0
         self._process = None
+        self._closer: Optional[weakref.finalize] = None
         try:
             self._statm = os.open("/proc/self/statm", os.O_RDONLY)
+            # closed by close(), when collected, or at exit before modules are torn down
+            self._closer = weakref.finalize(self, _close_quietly, self._statm)
             self._page = os.sysconf("SC_PAGE_SIZE")
         except (OSError, AttributeError, ValueError):
             self._statm = None
@@ -125,15 +136,9 @@ class Memory:
 
     def close(self) -> None:
         """Release the /proc file descriptor."""
-        if self._statm is not None:
-            try:
-                os.close(self._statm)
-            except OSError:
-                pass
-            self._statm = None
-
-    def __del__(self) -> None:
-        self.close()
+        if self._closer is not None:
+            self._closer()
+        self._statm = None
 
     def enable_device(self) -> None:
         """Use device pool statistics if MindSpore runs on a backend that reports them."""

@@ -4,7 +4,9 @@ The run directory must exist; its ``events/`` directory may appear later (the
 sidecar usually starts before the trainer). State is saved every few seconds
 and on SIGINT/SIGTERM in ``<run_dir>/.msdoctor/`` (or ``--state-dir``), so a
 restarted sidecar resumes without losing or double-counting an event. SIGHUP
-re-loads the rules; a set with errors is refused and the last good one kept.
+re-loads the rules; a set with errors is refused and the last good one kept. One sidecar
+per run directory (a lock, :mod:`msdoctor.core.runlock`); a refused start changes nothing
+in the run directory.
 """
 from __future__ import annotations
 
@@ -14,12 +16,15 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from msdoctor.core.engine.reload import RuleReloader
 from msdoctor.core.pipeline import Pipeline, stop_on_signals
+from msdoctor.core.runlock import RunLock, RunLocked
 from msdoctor.core.sidecar_log import LogReporter
-from msdoctor.wire.layout import DEFAULT_LISTEN, EXPECTED_RUN_DIR, run_dir_error
+from msdoctor.wire.errors import MsdoctorError
+from msdoctor.wire.files import problem_with
+from msdoctor.wire.layout import DEFAULT_LISTEN, EXPECTED_RUN_DIR, alerts_file, run_dir_error
 
 HELP = "Run the sidecar: tail a run directory's event spool, keep state, log progress."
 log = logging.getLogger("msdoctor.serve")
@@ -30,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"{HELP} The run directory must exist ({EXPECTED_RUN_DIR}); if events/ is not there yet, "
         "serve waits for it. State is saved in <run_dir>/.msdoctor/ every few seconds and on "
         "SIGINT/SIGTERM; a restarted serve resumes from it. SIGHUP re-loads --rules: a set with "
-        "errors is refused (each error logged with file:line:col) and the last good set kept.")
+        "errors is refused (each error logged with file:line:col) and the last good set kept. One "
+        "serve per run directory: a second is refused (lock: <run_dir>/.msdoctor/sidecar.lock).")
     parser.add_argument("--run-dir", required=True, type=Path, metavar="DIR",
                         help="the run directory to watch")
     parser.add_argument("--state-dir", type=Path, metavar="D",
@@ -86,26 +92,58 @@ def load_ruleset(args: argparse.Namespace) -> Any:
     return ruleset
 
 
+def refusal(args: argparse.Namespace) -> Optional[str]:
+    """Why serve cannot start, found before anything in the run directory is touched."""
+    from msdoctor.core.alerts.journal import JOURNAL
+    from msdoctor.http.server import ListenError, check_listen, parse_listen
+
+    problem = run_dir_error(args.run_dir, need_events=False)
+    if problem is not None:
+        return problem
+    try:
+        host, _port = parse_listen(args.listen, "--listen")   # port 0: any free port
+        check_listen(host, args.allow_remote)
+    except ListenError as exc:
+        return str(exc)
+    return problem_with(alerts_file(args.run_dir), JOURNAL)
+
+
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from msdoctor.http.server import ListenError, parse_listen
-
-    problem = run_dir_error(args.run_dir, need_events=False)
-    if problem is None:
-        try:
-            parse_listen(args.listen, "--listen")   # port 0: any free port (logged once bound)
-        except ListenError as exc:
-            problem = str(exc)
+    problem = refusal(args)
     if problem:
         print(f"msdoctor serve: {problem}", file=sys.stderr)
         return 2
     args.ruleset = load_ruleset(args)
     if args.ruleset is None:
         return 2
+    lock = RunLock(args.run_dir)
+    try:
+        lock.acquire()
+    except RunLocked as exc:
+        print(f"msdoctor serve: {exc}; not starting", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        log.warning("cannot take the lock %s (%s): a second sidecar on %s would not be "
+                    "refused", lock.path, exc.strerror or exc, args.run_dir)
+    try:
+        return serve(args)
+    finally:
+        lock.release()
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Build the pipeline and the front ends, run until SIGINT/SIGTERM."""
+    from msdoctor.http.server import ListenError
     from msdoctor.http.wiring import Endpoint
+
     frontends = Endpoint.from_args(args)
-    sidecar = build_pipeline(args, frontends.deliverers)
+    try:
+        sidecar = build_pipeline(args, frontends.deliverers)
+    except MsdoctorError as exc:
+        print(f"msdoctor serve: {exc}; not starting", file=sys.stderr)
+        return 2
     try:
         frontends.start(sidecar.store, sidecar.alerts, lock=sidecar.lock)
     except ListenError as exc:

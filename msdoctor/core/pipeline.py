@@ -187,13 +187,17 @@ class Pipeline:
     def apply(self, chunk: Chunk) -> None:
         """One chunk of one (run, rank) through the store, the engine and the consumers."""
         with self.lock:
-            if self.store is not None:
-                self.store.apply(chunk)
-            if self.engine is not None:
-                self._call("engine", self, "_feed", chunk.run, chunk.rank, chunk.others,
-                           chunk.steps)
-            else:
-                self._note(chunk.others, latest_time(chunk.steps))
+            # a file-level problem alone (a directory where a rank file should be) is only
+            # reported: it makes no rank appear
+            if chunk.events or chunk.steps is not None \
+                    or any(e.line_no for e in chunk.errors):
+                if self.store is not None:
+                    self.store.apply(chunk)
+                if self.engine is not None:
+                    self._call("engine", self, "_feed", chunk.run, chunk.rank, chunk.others,
+                               chunk.steps)
+                else:
+                    self._note(chunk.others, latest_time(chunk.steps))
             for name, consumer in zip(self._names, self.consumers):
                 if hasattr(consumer, "on_chunk"):
                     self._call(name, consumer, "on_chunk", chunk, self.store)

@@ -92,6 +92,9 @@ class LogReporter:
                     chunk.path, total - seen, detail, self.window)
 
     def _bad_line(self, error: Any) -> None:
+        if not error.line_no:              # about the file; the tailer says it once
+            log.warning("spool file: %s", error)
+            return
         now = self.clock()
         entry = self._errors.setdefault(error.path, [now, 0, 0, None])
         if now - entry[0] >= self.window:

@@ -27,6 +27,7 @@ import numpy as np
 
 from msdoctor.core.state import COUNTERS, DEFAULT_CAPACITY, RankState, RunState, Series, Store
 from msdoctor.wire.errors import MsdoctorError
+from msdoctor.wire.files import FILE_MODE, describe, make_dir, open_regular
 from msdoctor.wire.layout import state_dir
 
 FORMAT = "msdoctor-snapshot"
@@ -56,7 +57,7 @@ def default_state_dir(run_dir: os.PathLike | str) -> Path:
 def fingerprint(path: Path, offset: int) -> str:
     """sha256 (hex) of the first and the last 4 KiB of ``path`` before ``offset``."""
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with os.fdopen(open_regular(path), "rb") as fh:
         digest.update(fh.read(min(offset, FINGERPRINT_BYTES)))
         start = max(0, offset - FINGERPRINT_BYTES)
         fh.seek(start)
@@ -196,12 +197,15 @@ def save(state_dir: os.PathLike | str, run_dir: os.PathLike | str, spool: Dict[s
          store: Store, consumers: Optional[Mapping[str, Any]] = None) -> Path:
     """Write the snapshot atomically (temp file + fsync + rename); return its path."""
     state_dir, run_dir = Path(state_dir), Path(run_dir)
-    state_dir.mkdir(parents=True, exist_ok=True)
+    make_dir(state_dir)
     prints = {}
     for rel, entry in spool.get("files", {}).items():
         offset = int(entry["offset"])
         if offset:
-            prints[rel] = fingerprint(run_dir / rel, offset)
+            try:
+                prints[rel] = fingerprint(run_dir / rel, offset)
+            except OSError:                 # not readable now: this snapshot will not match
+                prints[rel] = ""
     store_doc, arrays = store_to_dict(store)
     consumer_doc, consumer_arrays = split_arrays(dict(consumers or {}))
     arrays.update(consumer_arrays)
@@ -212,7 +216,10 @@ def save(state_dir: os.PathLike | str, run_dir: os.PathLike | str, spool: Dict[s
     target = state_dir / FILENAME
     tmp = state_dir / f".{FILENAME}.{os.getpid()}.tmp"
     try:
-        with open(tmp, "wb") as fh:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
+                     FILE_MODE)
+        os.fchmod(fd, FILE_MODE)            # whatever the umask
+        with os.fdopen(fd, "wb") as fh:
             np.savez(fh, meta=blob, **arrays)
             fh.flush()
             os.fsync(fh.fileno())
@@ -239,10 +246,14 @@ def load(state_dir: os.PathLike | str, run_dir: os.PathLike | str,
     spool in ``run_dir`` (a file replaced, truncated or gone).
     """
     path = Path(state_dir) / FILENAME
-    if not path.exists():
-        return None
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        fd = open_regular(path, what="a regular file (the snapshot msdoctor serve writes)")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:                  # a FIFO, a device, a directory, a link loop
+        raise SnapshotError(f"unreadable: {describe(path, exc)}") from None
+    try:
+        with os.fdopen(fd, "rb") as fh, np.load(fh, allow_pickle=False) as archive:
             arrays = {name: archive[name] for name in archive.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise SnapshotError(f"{path}: unreadable ({exc}); expected an .npz written by "
@@ -283,12 +294,18 @@ def _check_spool(path: Path, run_dir: Path, meta: Dict[str, Any]) -> None:
             size = file.stat().st_size
         except FileNotFoundError:
             raise SnapshotError(f"{path}: spool file {file} is gone") from None
+        except OSError as exc:
+            raise SnapshotError(f"{path}: spool file {file}: {exc.strerror or exc}") from None
         except (KeyError, TypeError, ValueError):
             raise SnapshotError(f"{path}: bad offset entry for {rel!r}") from None
         if size < offset:
             raise SnapshotError(f"{path}: {file} has {size} bytes, fewer than the "
                                 f"{offset} already read (truncated or replaced)")
         expected = prints.get(rel)
-        if offset and fingerprint(file, offset) != expected:
+        try:
+            found = fingerprint(file, offset) if offset else expected
+        except OSError as exc:
+            raise SnapshotError(f"{path}: spool file {file}: {exc.strerror or exc}") from None
+        if found != expected:
             raise SnapshotError(f"{path}: {file} does not hold the bytes read before "
                                 f"(replaced by another run?)")

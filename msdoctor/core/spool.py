@@ -15,18 +15,22 @@ events, errors and positions.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, Tuple
 
 from msdoctor.core.batch import StepBatch, columnize
 from msdoctor.core.spool_bulk import decode_bulk, decode_line
-from msdoctor.wire.layout import RANK_FILE, events_dir
+from msdoctor.core.spool_files import Listing, Problems, non_canonical
+from msdoctor.wire.files import kind_of, open_regular
+from msdoctor.wire.layout import EVENTS_DIR, RANK_FILE, events_dir
 from msdoctor.wire.schema import EventError
 
 MAX_LINE_BYTES = 1 << 20          # a longer line is skipped as an error, never buffered whole
 DEFAULT_POLL_BYTES = 8 << 20      # read budget of one poll, shared by the files with new data
 MIN_FILE_BYTES = 256 << 10        # each file with new data may read at least this much per poll
+EXPECTED = "a regular file of JSON lines written by trainer_hooks"
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,9 @@ class SpoolTailer:
         self.default_run = self.run_dir.resolve().name
         self.max_line_bytes = int(max_line_bytes)
         self._files: Dict[str, _File] = {}
+        self._gone: Dict[str, str] = {}      # run id of each removed file, for its return
+        self._listing = Listing(self.events_dir)
+        self._problems = Problems()
         for rel, pos in (offsets or {}).items():
             self._files[rel] = self._new_file(rel, int(pos[0]), int(pos[1]))
         for rel, run in (runs or {}).items():
@@ -119,7 +126,8 @@ class SpoolTailer:
 
     def _new_file(self, rel: str, offset: int, lines: int) -> _File:
         match = RANK_FILE.search(rel)
-        if match is None or offset < 0 or lines < 0:
+        if match is None or non_canonical(Path(rel).name, int(match.group(1))) or offset < 0 \
+                or lines < 0:
             raise ValueError(f"bad spool offset entry {rel!r}: ({offset}, {lines}); expected "
                              f"'events/rank-<N>.jsonl' with a non-negative offset and line count")
         return _File(rank=int(match.group(1)), offset=offset, lines=lines)
@@ -132,28 +140,46 @@ class SpoolTailer:
     # -- reading -------------------------------------------------------------
     def scan(self) -> List[Tuple[str, os.DirEntry]]:
         """The rank files present now, as ``(relative path, entry)`` sorted by rank."""
-        try:
-            entries = [e for e in os.scandir(self.events_dir) if RANK_FILE.match(e.name)]
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        entries.sort(key=lambda e: int(RANK_FILE.match(e.name).group(1)))  # type: ignore[union-attr]
-        return [(f"events/{e.name}", e) for e in entries]
+        return [(f"events/{e.name}", e) for _rank, e in self._listing.entries() or []
+                if non_canonical(e.name, _rank) is None]
 
     def poll(self, max_bytes: int = DEFAULT_POLL_BYTES) -> List[Chunk]:
-        """Read what was appended since the last poll; one or more Chunks per changed file."""
-        pending, found = [], self.scan()
-        chunks: List[Chunk] = []
-        removed = self._files.keys() - {rel for rel, _ in found}
+        """Read what was appended since the last poll; one or more Chunks per changed file.
+
+        A path that cannot be read as a spool file (a directory, a FIFO, a symbolic link
+        loop, no descriptor left) gives one Chunk with the error, once while the problem
+        lasts; the other files are read on."""
+        found = self._listing.entries()
+        if found is None:                  # events/ cannot be listed now: keep every position
+            return []
+        pending, chunks = [], []
+        present = {f"events/{e.name}" for _, e in found}
+        removed = self._files.keys() - present
         if removed:
             chunks.extend(self._forget(sorted(removed)))
-        for rel, entry in found:
+        for rank, entry in found:
+            rel = f"events/{entry.name}"
+            why = non_canonical(entry.name, rank)
+            if why is not None:
+                chunks.extend(self._problem(entry.path, rank, "name", why))
+                continue
             try:
                 st = entry.stat()
             except FileNotFoundError:
                 continue
+            except OSError as exc:
+                chunks.extend(self._problem(entry.path, rank, "stat", f"cannot read: "
+                                            f"{exc.strerror or exc}; expected {EXPECTED}"))
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                chunks.extend(self._problem(entry.path, rank, "stat",
+                                            f"is {kind_of(st.st_mode)}; expected {EXPECTED}"))
+                continue
+            self._problems.clear(entry.path, "stat")
             f = self._files.get(rel)
             if f is None:
                 f = self._files[rel] = self._new_file(rel, 0, 0)
+                f.run = self._gone.pop(rel, None)
             if f.inode is None:
                 f.inode = st.st_ino
             if st.st_size != f.offset or st.st_ino != f.inode:
@@ -167,25 +193,65 @@ class SpoolTailer:
             chunks.extend(self._read(path, f, st, share))
         return chunks
 
+    def _problem(self, path: str, rank: int, stage: str, message: str) -> List[Chunk]:
+        """One Chunk with a file-level error, when this problem of ``path`` is news."""
+        if not self._problems.report(path, stage, message):
+            return []
+        f = self._files.get(os.path.join(EVENTS_DIR, os.path.basename(path)))
+        run = (f.run if f is not None else None) or self.default_run
+        return [Chunk(path, rank, run, errors=[SpoolError(path, 0, message)])]
+
     def _forget(self, removed: List[str]) -> List[Chunk]:
-        """Drop the position of files that were removed (a file that comes back is new)."""
+        """Drop the position of files that were removed (a file that comes back is new, of
+        the same run until a run_start says otherwise). A file renamed inside ``events/``
+        (rotated) is read to its end first."""
         chunks = []
         for rel in removed:
-            f = self._files.pop(rel)
+            f = self._files[rel]
             path = str(self.run_dir / rel)
+            chunks.extend(self._finish_moved(path, f))
+            del self._files[rel]
+            if f.run is not None:
+                self._gone[rel] = f.run
             chunks.append(self._empty(path, f, [SpoolError(
                 path, 0, f"file was removed after {f.lines} lines; if it comes back it is "
                          f"read from the start")]))
         return chunks
 
+    def _finish_moved(self, path: str, f: _File) -> List[Chunk]:
+        """The lines appended to ``f`` after the last read, when it still exists under
+        another name in ``events/`` (renamed by a log rotation)."""
+        moved = self._listing.moved(f.inode, path)
+        chunks: List[Chunk] = []
+        while moved is not None:
+            try:
+                st = os.stat(moved)
+            except OSError:
+                break
+            if st.st_ino != f.inode or st.st_size <= f.offset:
+                break
+            before = f.offset
+            chunks.extend(self._read(moved, f, st, DEFAULT_POLL_BYTES))
+            if f.offset == before:
+                if not f.skipping:         # a last line without its newline: it is lost
+                    chunks.append(self._empty(moved, f, [SpoolError(
+                        moved, f.lines + 1, f"incomplete last line ({st.st_size - f.offset} "
+                                            f"bytes without a newline) of a rotated file")]))
+                break
+        return chunks
+
     def _restart(self, path: str, f: _File, reason: str) -> SpoolError:
+        """Read ``f`` again from its start; its run stays until a run_start says otherwise
+        (a writer that recreates its file goes on with the same run)."""
         error = SpoolError(path, 0, f"{reason}; reading it again from the start")
-        f.offset, f.lines, f.run, f.skipping = 0, 0, None, False
+        f.offset, f.lines, f.skipping = 0, 0, False
         return error
 
     def _read(self, path: str, f: _File, st: os.stat_result, budget: int) -> List[Chunk]:
         errors: List[SpoolError] = []
+        chunks: List[Chunk] = []
         if st.st_ino != f.inode:
+            chunks = self._finish_moved(path, f)
             errors.append(self._restart(path, f, "file was replaced (new inode)"))
             f.inode = st.st_ino
         elif st.st_size < f.offset:
@@ -196,7 +262,7 @@ class SpoolTailer:
         data = b""
         if available > 0:
             try:
-                with open(path, "rb") as fh:
+                with os.fdopen(open_regular(path), "rb") as fh:
                     fh.seek(f.offset)
                     data = fh.read(min(available, budget))
                     f.behind = len(data) < available
@@ -210,9 +276,12 @@ class SpoolTailer:
                         end = data.rfind(b"\n")
                     f.behind = len(data) < available
             except OSError as exc:
-                errors.append(SpoolError(path, 0, f"cannot read: {exc.strerror or exc}"))
-                return [Chunk(path, f.rank, f.run or self.default_run, errors=errors)]
-        return self._consume(path, f, data, errors)
+                message = f"cannot read: {exc.strerror or exc}; retrying at the next poll"
+                if self._problems.report(path, "read", message):
+                    errors.append(SpoolError(path, 0, message))
+                return chunks + ([self._empty(path, f, errors)] if errors else [])
+            self._problems.clear(path, "read")
+        return chunks + self._consume(path, f, data, errors)
 
     def _consume(self, path: str, f: _File, data: bytes, errors: List[SpoolError]) -> List[Chunk]:
         start = 0
@@ -319,9 +388,14 @@ READ_BYTES_PER_FILE = 4 << 20
 
 
 def drain(tailer: "SpoolTailer") -> Iterator[List[Chunk]]:
-    """The chunks of every poll of ``tailer``, until the spool is drained."""
+    """The chunks of every poll of ``tailer``, until the spool is drained.
+
+    A poll may read and give nothing (the middle of an over-long line being skipped): the
+    spool is drained when a poll gives nothing and moves no file forward."""
     while True:
+        before = tailer.offsets
         chunks = tailer.poll(READ_BYTES_PER_FILE * max(1, len(tailer.scan())))
-        if not chunks:
+        if chunks:
+            yield chunks
+        elif not tailer.behind() or tailer.offsets == before:
             return
-        yield chunks

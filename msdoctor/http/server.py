@@ -158,9 +158,72 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("%s " + fmt, self.address_string(), *args)
 
 
+def connection_cap(limit: Optional[int] = None) -> int:
+    """How many connections are served at once: a quarter of the descriptor limit, at most
+    ``MAX_CONNECTIONS``, so idle clients can never take the descriptors the spool needs."""
+    if limit is None:
+        try:
+            import resource
+
+            limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        except (ImportError, OSError, ValueError):
+            limit = 1024
+    if limit < 0:                           # RLIM_INFINITY
+        return MAX_CONNECTIONS
+    return max(2, min(MAX_CONNECTIONS, int(limit) // 4))
+
+
+MAX_CONNECTIONS = 256
+BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        b"Content-Length: 37\r\nConnection: close\r\nRetry-After: 1\r\n\r\n"
+        b"too many connections; try again soon\n")
+
+
 class _Server(ThreadingHTTPServer):
+    """One thread per connection, at most ``cap`` at once: one more gets a 503 and is closed."""
+
     daemon_threads = True
     owner: "SidecarServer"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.cap = connection_cap()
+        self.active = 0
+        self.refused = 0
+        self._count = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        with self._count:
+            if self.active < self.cap:
+                self.active += 1
+                return True
+            self.refused += 1
+            first = self.refused == 1
+        if first:
+            log.warning("%d connections open, the most served at once (a quarter of the file "
+                        "descriptor limit, at most %d): further ones get 503 until some close",
+                        self.cap, MAX_CONNECTIONS)
+        try:
+            request.settimeout(1.0)
+            request.sendall(BUSY)
+        except OSError:
+            pass
+        return False
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            with self._count:
+                self.active -= 1
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._count:
+                self.active -= 1
 
 
 class SidecarServer:

@@ -6,6 +6,7 @@
     <run_dir>/control/stop.json        a stop request (the sidecar writes, the hooks read)
     <run_dir>/alerts.jsonl             the alert journal (the sidecar appends)
     <run_dir>/.msdoctor/snapshot.npz   the sidecar's saved state
+    <run_dir>/.msdoctor/sidecar.lock   held by the one sidecar of the run directory (its pid)
 
 Standard library only: the training hooks import it.
 """

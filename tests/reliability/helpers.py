@@ -19,14 +19,15 @@ ROOT = Path(__file__).resolve().parents[2]
 class Serve:
     """One ``msdoctor serve`` subprocess on a free loopback port; stderr goes to a file."""
 
-    def __init__(self, run_dir: Path, log: Path, *extra: str) -> None:
+    def __init__(self, run_dir: Path, log: Path, *extra: str,
+                 preexec: Optional[Callable[[], None]] = None) -> None:
         self.port = free_port()
         self.log = log
         self._fh = open(log, "ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "msdoctor", "serve", "--run-dir", str(run_dir), "--listen",
              f"127.0.0.1:{self.port}", "--poll", "0.05", "--progress-every", "3600", *extra],
-            cwd=ROOT, stdout=self._fh, stderr=self._fh)
+            cwd=ROOT, stdout=self._fh, stderr=self._fh, preexec_fn=preexec)
 
     def get(self, path: str) -> Any:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=10) as r:
@@ -83,3 +84,30 @@ def toy_training(run_dir: Path, cwd: Path, *args: str) -> subprocess.Popen:
 def alert_lines(run_dir: Path) -> Optional[List[bytes]]:
     path = run_dir / "alerts.jsonl"
     return path.read_bytes().splitlines(keepends=True) if path.exists() else None
+
+
+def serve_once(run_dir: Path, *extra: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
+    """``msdoctor serve`` expected to refuse to start: its exit code and output."""
+    return subprocess.run([sys.executable, "-m", "msdoctor", "serve", "--run-dir", str(run_dir),
+                           "--poll", "0.05", *extra], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def tree(root: Path) -> Dict[str, Any]:
+    """Every path under ``root`` with its kind, size, mode and mtime: what a refused start
+    must leave unchanged."""
+    out: Dict[str, Any] = {}
+    for path in sorted(root.rglob("*")):
+        st = path.lstat()
+        out[str(path.relative_to(root))] = (st.st_mode, st.st_size, st.st_mtime_ns,
+                                            path.read_bytes() if path.is_file()
+                                            and not path.is_symlink() else None)
+    return out
+
+
+def write_events(path: Path, *events: Dict[str, Any], mode: str = "ab") -> None:
+    from msdoctor.wire import encode
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, mode) as fh:
+        fh.write(b"".join(encode(e) for e in events))

@@ -1,22 +1,31 @@
-"""Fuzzing (hypothesis) of everything that reads untrusted text: the event decoders, the spool
-tailer + store, the rule loader and the expression parser. Only the project's typed errors
-(``EventError``, ``RuleSetError``, ``ExprError``) may come out, never another exception."""
+"""Fuzzing (hypothesis) of everything that reads untrusted input: the event decoders, the spool
+tailer + store, the rule loader, the expression parser, and every reader of a run directory
+with file-system objects in place of its files. Only the project's typed errors
+(``EventError``, ``RuleSetError``, ``ExprError``, ``MsdoctorError``) may come out, never
+another exception, and nothing may hang or spin."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
+import signal
 import tempfile
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from msdoctor.core.alerts.feed import AlertFeed
 from msdoctor.core.engine.errors import ExprError, RuleSetError
 from msdoctor.core.engine.expr import parse
 from msdoctor.core.engine.loader import default_rules_dir, load_rules
 from msdoctor.core.pipeline import Pipeline
+from msdoctor.core.runlock import RunLock
 from msdoctor.core.spool import decode_line
 from msdoctor.wire import EventError, decode, encode, make
+from msdoctor.wire.errors import MsdoctorError
+from trainer_hooks.callback import _read_stop as read_stop
 
 # ast.parse warns about e.g. "1and" before the parser rejects it; not an error
 pytestmark = pytest.mark.filterwarnings("ignore::SyntaxWarning")
@@ -105,6 +114,7 @@ def test_the_tailer_and_the_store_survive_any_spool_bytes(parts, rnd):
 
 
 SHIPPED = sorted(default_rules_dir().glob("*.yaml"))
+RULES = load_rules([default_rules_dir()])
 
 
 def load_text(text: str) -> None:
@@ -174,3 +184,105 @@ def test_the_expression_parser_raises_only_expr_error(text):
         parse(text)
     except ExprError as exc:
         assert str(exc)
+
+
+# -- filesystem objects in place of files ------------------------------------------------
+PLACES = ["events/rank-0.jsonl", "events/rank-1.jsonl", "events/rank-01.jsonl", "alerts.jsonl",
+          ".msdoctor/snapshot.npz", "control/stop.json", "events"]
+OBJECTS = ["absent", "spool", "garbage", "directory", "FIFO", "link to itself", "link loop",
+           "link to /dev/zero", "dangling link", "link to a directory"]
+GOOD_LINES = b"".join(encode(make("step", 0, step=n, t=float(n), loss=1.0)) for n in range(1, 4))
+
+
+class Hung(Exception):
+    """A file-system object made a reader wait."""
+
+
+def place(path: Path, kind: str, rnd: random.Random) -> None:
+    """Put an object of ``kind`` at ``path`` (replacing what is there), when its parent is
+    (or can be made) a directory."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:                                    # "events" is something else now
+        return
+    if path.is_symlink() or path.is_file() or path.is_fifo():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+    if kind == "spool":
+        path.write_bytes(GOOD_LINES)
+    elif kind == "garbage":
+        path.write_bytes(bytes(rnd.randrange(256) for _ in range(rnd.randrange(200))))
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "FIFO":
+        os.mkfifo(path)
+    elif kind == "link to itself":
+        path.symlink_to(path.name)
+    elif kind == "link loop":
+        other = path.with_name(path.name + ".other")
+        if not other.is_symlink():
+            other.symlink_to(path.name)
+        path.symlink_to(other.name)
+    elif kind == "link to /dev/zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "dangling link":
+        path.symlink_to(path.name + ".missing")
+    elif kind == "link to a directory":
+        path.symlink_to("/")
+
+
+def guarded(what: str, call, *args):
+    """``call(*args)``; a reader that blocks for 20 s fails the test instead of hanging it."""
+    def alarm(_signum, _frame):
+        raise Hung(f"{what} blocked on a file-system object")
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(20)
+    try:
+        return call(*args)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def read_everything(run_dir: Path) -> None:
+    """Everything that reads a run directory: serve's pipeline (journal, snapshot, lock),
+    replay's drain, the journal feed and the hook's stop-file reader."""
+    lock = RunLock(run_dir)
+    try:
+        lock.acquire()
+    except (MsdoctorError, OSError):
+        pass
+    try:
+        pipeline = Pipeline(run_dir, rules=RULES, journal=True)
+    except MsdoctorError as exc:                       # the journal is not a file: refused
+        assert "alerts.jsonl" in str(exc) and "expected a regular file" in str(exc)
+        pipeline = Pipeline(run_dir, rules=RULES, persist=False)
+    for _ in range(8):                                 # no spin: polls settle
+        if not pipeline.poll_once():
+            break
+    else:
+        raise AssertionError("the tailer reports something on every poll")
+    pipeline.save_snapshot()
+    pipeline.drain()
+    AlertFeed(run_dir / "alerts.jsonl").poll()
+    read_stop(str(run_dir / "control" / "stop.json"))
+    lock.release()
+
+
+@settings(deadline=None, max_examples=150, suppress_health_check=list(HealthCheck))
+@given(st.dictionaries(st.sampled_from(PLACES), st.sampled_from(OBJECTS), max_size=5),
+       st.dictionaries(st.sampled_from(PLACES), st.sampled_from(OBJECTS), max_size=2),
+       st.randoms(use_true_random=False))
+def test_no_file_system_object_in_a_run_directory_hangs_spins_or_crashes_a_reader(first, then,
+                                                                                 rnd):
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        (run_dir / "events").mkdir(parents=True)
+        for where, kind in first.items():
+            place(run_dir / where, kind, rnd)
+        guarded("a first read", read_everything, run_dir)
+        for where, kind in then.items():              # replaced after a first read
+            place(run_dir / where, kind, rnd)
+        guarded("a second read", read_everything, run_dir)

@@ -22,6 +22,7 @@ from msdoctor.core.alerts.active import (
     AlertListener,
     as_record,
 )
+from msdoctor.wire.files import describe, open_regular
 
 log = logging.getLogger("msdoctor.core.alerts.feed")
 
@@ -40,6 +41,7 @@ class JournalReader:
         self.errors = 0
         self.restarted = False         # the file shrank or was replaced since the last read
         self._warned = False
+        self._reported: Optional[str] = None
 
     def read_all(self) -> List[Dict[str, Any]]:
         """Every complete transition from the current position to the end."""
@@ -54,15 +56,20 @@ class JournalReader:
         """The transitions of the complete lines appended since the last call (at most
         ``MAX_READ`` bytes of them)."""
         try:
-            size = self.path.stat().st_size
+            fd = open_regular(self.path, what="a regular file (the alert journal)")
         except FileNotFoundError:
             return []
-        if size < self._offset:          # truncated or replaced: start over
-            self._offset = self._line_no = 0
-            self.restarted = True
-        if size == self._offset:
+        except OSError as exc:             # a FIFO, a device, a directory, a link loop
+            self._problem(describe(self.path, exc))
             return []
-        with self.path.open("rb") as f:
+        self._reported = None
+        with os.fdopen(fd, "rb") as f:
+            size = os.fstat(fd).st_size
+            if size < self._offset:          # truncated or replaced: start over
+                self._offset = self._line_no = 0
+                self.restarted = True
+            if size == self._offset:
+                return []
             f.seek(self._offset)
             data = f.read(min(size - self._offset, MAX_READ))
         end = data.rfind(b"\n")
@@ -76,6 +83,13 @@ class JournalReader:
             if transition is not None:
                 new.append(transition)
         return new
+
+    def _problem(self, message: str) -> None:
+        """A journal that cannot be read: counted, logged once while it lasts."""
+        if message != self._reported:
+            self._reported = message
+            self.errors += 1
+            log.error("cannot read the alert journal: %s", message)
 
     def _decode(self, line: bytes) -> Optional[Dict[str, Any]]:
         if not line.strip():

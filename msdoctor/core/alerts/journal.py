@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 from msdoctor.core.alerts.model import Alert
+from msdoctor.wire.errors import MsdoctorError
+from msdoctor.wire.files import open_regular, problem_with
 from msdoctor.wire.layout import ALERTS_FILE
 
 log = logging.getLogger("msdoctor.core.alerts")
@@ -32,36 +34,59 @@ def transition_key(d: Dict[str, Any]) -> Key:
 def repair_torn_tail(path: Path) -> int:
     """Cut an incomplete last line (no ``\\n``) off ``path``; return the bytes removed."""
     try:
-        with open(path, "rb+") as fh:
-            size = fh.seek(0, os.SEEK_END)
-            if size == 0:
-                return 0
-            fh.seek(size - 1)
-            if fh.read(1) == b"\n":
-                return 0
-            keep, block = 0, 1 << 16
-            pos = size
-            while pos > 0:                      # find the last newline, from the end
-                start = max(0, pos - block)
-                fh.seek(start)
-                data = fh.read(pos - start)
-                k = data.rfind(b"\n")
-                if k >= 0:
-                    keep = start + k + 1
-                    break
-                pos = start
-            fh.truncate(keep)
-            return size - keep
+        fd = open_regular(path, os.O_RDWR, what=JOURNAL)
     except FileNotFoundError:
         return 0
+    with os.fdopen(fd, "rb+") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        if size == 0:
+            return 0
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return 0
+        keep, block = 0, 1 << 16
+        pos = size
+        while pos > 0:                      # find the last newline, from the end
+            start = max(0, pos - block)
+            fh.seek(start)
+            data = fh.read(pos - start)
+            k = data.rfind(b"\n")
+            if k >= 0:
+                keep = start + k + 1
+                break
+            pos = start
+        fh.truncate(keep)
+        return size - keep
+
+
+class JournalError(MsdoctorError):
+    """The alert journal's path holds something that is not a regular file."""
+
+
+#: What ``alerts.jsonl`` must be, in the words of the error messages.
+JOURNAL = "a regular file (the alert journal, one JSON transition a line) or nothing"
 
 
 class AlertJournal:
-    """Appends each transition as one complete line (written with a single ``write``)."""
+    """Appends each transition as one complete line (written with a single ``write``).
+
+    Constructing it changes nothing on disk: a torn tail is cut off before the first append
+    (or the first :meth:`size`). Raises :class:`JournalError` when something other than a
+    regular file stands at its path (a FIFO, a device, a directory, a symbolic link loop).
+    """
 
     def __init__(self, run_dir: os.PathLike | str, filename: str = ALERTS_FILE) -> None:
         self.path = Path(run_dir) / filename
         self.written = 0
+        self._repaired = False
+        problem = problem_with(self.path, JOURNAL)
+        if problem is not None:
+            raise JournalError(problem)
+
+    def _repair(self) -> None:
+        if self._repaired:
+            return
+        self._repaired = True
         try:
             removed = repair_torn_tail(self.path)
         except OSError as exc:
@@ -76,14 +101,16 @@ class AlertJournal:
 
     def size(self) -> int:
         """Bytes in the journal now (0 if it does not exist yet)."""
+        self._repair()
         try:
             return self.path.stat().st_size
         except FileNotFoundError:
             return 0
 
     def append(self, alert: Alert) -> None:
+        self._repair()
         data = (json.dumps(alert.to_dict(), ensure_ascii=False, allow_nan=False) + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = open_regular(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644, JOURNAL)
         try:
             view = memoryview(data)
             while view:
@@ -95,11 +122,12 @@ class AlertJournal:
     def recorded_since(self, offset: int) -> List[Tuple[int, Key]]:
         """(byte offset, key) of each complete transition line at or after ``offset``."""
         try:
-            with open(self.path, "rb") as fh:
-                fh.seek(offset)
-                data = fh.read()
+            fd = open_regular(self.path, what=JOURNAL)
         except FileNotFoundError:
             return []
+        with os.fdopen(fd, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
         out, pos = [], offset
         for line in data.split(b"\n")[:-1]:
             try:
@@ -144,10 +172,14 @@ class Replayed:
 def read_alerts(run_dir: os.PathLike | str, filename: str = ALERTS_FILE) -> List[Dict[str, Any]]:
     """The transitions recorded in ``run_dir`` (complete lines only)."""
     path = Path(run_dir) / filename
-    if not path.exists():
+    try:
+        fd = open_regular(path, what=JOURNAL)
+    except FileNotFoundError:
         return []
+    with os.fdopen(fd, "rb") as fh:
+        text = fh.read().decode("utf-8")
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+    for line in text.splitlines(keepends=True):
         if line.endswith("\n") and line.strip():
             out.append(json.loads(line))
     return out

@@ -8,21 +8,25 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from msdoctor.wire.files import FILE_MODE, make_dir
 from msdoctor.wire.layout import STOP_FILE
 
 
 def write_stop_request(run_dir: os.PathLike | str, reason: str, alert: str,
                        rank: Optional[int] = None, step: Optional[int] = None,
-                       t: Optional[float] = None) -> Path:
-    """Ask the training of ``run_dir`` to stop (temp file + rename, so never half-written)."""
+                       t: Optional[float] = None, run: Optional[str] = None) -> Path:
+    """Ask the training of ``run`` in ``run_dir`` to stop (temp file + rename, so never
+    half-written; ``control/`` 0755 and the file 0644 whatever the umask). The hooks of
+    another run ignore it."""
     path = Path(run_dir) / STOP_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"v": 1, "reason": str(reason), "alert": str(alert),
+    make_dir(path.parent)
+    doc = {"v": 1, "reason": str(reason), "alert": str(alert), "run": run,
            "rank": None if rank is None else int(rank),
            "step": None if step is None else int(step),
            "t": float(time.time() if t is None else t)}
     fd, tmp = tempfile.mkstemp(prefix=".stop-", suffix=".json", dir=path.parent)
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(doc, fh)
             fh.flush()

@@ -36,7 +36,7 @@ class StopRequester:
         if alert.state != "firing" or alert.action != "stop_training":
             return
         path = write_stop_request(self.run_dir, alert.summary or alert.alert, alert.alert,
-                                  alert.rank, alert.step, alert.t)
+                                  alert.rank, alert.step, alert.t, run=alert.run)
         self.requested += 1
         log.warning("requested the training to stop (%s): %s", path, alert.summary)
 

@@ -34,10 +34,11 @@ def test_the_journal_appends_one_complete_line_per_transition(tmp_path):
 
 
 def test_a_stop_request_is_written_atomically_with_the_contract_fields(tmp_path):
-    path = write_stop_request(tmp_path, "Loss is nan", "LossNonFinite", rank=1, step=7, t=3.0)
+    path = write_stop_request(tmp_path, "Loss is nan", "LossNonFinite", rank=1, step=7, t=3.0,
+                              run="r")
     assert path == tmp_path / "control" / "stop.json"
     assert json.loads(path.read_text()) == {"v": 1, "reason": "Loss is nan", "alert": "LossNonFinite",
-                                            "rank": 1, "step": 7, "t": 3.0}
+                                            "run": "r", "rank": 1, "step": 7, "t": 3.0}
     assert os.listdir(tmp_path / "control") == ["stop.json"]
 
 
