@@ -43,7 +43,9 @@ def _load(path: str) -> Tuple[Rows, List[str], int]:
     one event file (the loader stops quietly at a corrupt or cut record: the byte count says)."""
     try:
         from tensorboard.backend.event_processing.event_file_loader import (
-            EventFileLoader, RawEventFileLoader)
+            EventFileLoader,
+            RawEventFileLoader,
+        )
         from tensorboard.util import tensor_util
     except ImportError:
         raise FormatError(f"{path}: a TensorBoard event file; reading it needs the tensorboard "
@@ -74,7 +76,8 @@ def _load(path: str) -> Tuple[Rows, List[str], int]:
         whole = sum(16 + len(record) for record in RawEventFileLoader(path).Load())
     except Exception as exc:     # the loader's own errors (a corrupt record, a bad proto)
         raise FormatError(f"{path}: not a readable TensorBoard event file ({type(exc).__name__}: "
-                          f"{exc}); expected TFRecord-framed Event protos as SummaryWriter writes")
+                          f"{exc}); expected TFRecord-framed Event protos as SummaryWriter writes"
+                          ) from None
     return rows, skipped, whole
 
 

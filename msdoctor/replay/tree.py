@@ -11,9 +11,10 @@ above), rotated at 50 MB into ``info.log.1`` ... ``info.log.5``; ``msrun --log_d
     output/log/rank_N/       info.log (+ rotated): steps and errors; error.log (+ rotated): errors
     output/msrun_log/        worker_N.log: steps and errors; scheduler.log skipped (no steps)
 
-Any other directory is walked for log-like files (by suffix) and TensorBoard event files. A file named on the command line
-is read as given (``error.log`` as errors). Each :class:`Source` says its role: ``steps`` (a
-step log whose errors are read too) or ``errors`` (errors only).
+Any other directory is walked for log-like files (by suffix) and TensorBoard event files. A
+file named on the command line is read as given (``error.log`` as errors). Each
+:class:`Source` says its role: ``steps`` (a step log whose errors are read too) or ``errors``
+(errors only).
 """
 from __future__ import annotations
 

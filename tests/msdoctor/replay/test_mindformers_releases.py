@@ -6,11 +6,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import releases as R
 
 from msdoctor.replay.driver import load
 from msdoctor.replay.recording import FormatError
-
-import releases as R
 
 IDS = [r.name for r in R.RELEASES]
 
