@@ -82,4 +82,6 @@ def detect(path: Path) -> str:
     if first and first[0] == 1 and ("," in first[1] or "\t" in first[1]):
         where += (" (a CSV header needs a 'step' column and event field names, docs/formats/csv.md; "
                   "a TensorBoard export starts 'Wall time,Step,Value')")
-    raise FormatError(f"{path}: unknown log format (tried {', '.join(FORMATS)}); {where}")
+    tried = ", ".join(f for f in FORMATS if f != tensorboard_events.NAME)
+    raise FormatError(f"{path}: unknown log format (tried {tried}; a TensorBoard event file is "
+                      f"known by 'tfevents' in its name); {where}")
