@@ -70,6 +70,8 @@ def detect(path: Path) -> str:
         raise FormatError(f"{path}: a directory without events/rank-N.jsonl nor log files")
     if tensorboard_events.is_event_file(path):
         return "tfevents"
+    if tensorboard_events.is_mindspore_summary(path):
+        raise tensorboard_events.refuse_mindspore_summary(path)
     head = _head(path)
     if path.name.endswith(".jsonl") and path.parent.name == "events" and '"type"' in head[:4096]:
         return "spool"

@@ -11,6 +11,10 @@ Scalars (``simple_value`` or a one-element tensor) map to event fields as the CS
 (:func:`msdoctor.replay.tensorboard.field_of`); when two tags give the same field (``loss`` and
 ``lm-loss``) the tag named as the field wins and the other stays a named column; ``vs samples``
 tags and non-scalar values (images, histograms) are skipped and said in the notes.
+
+MindSpore's own ``SummaryRecord`` files are TFRecord-framed too, but TensorBoard's loader finds
+their scalar values empty (another field number; measured with MindSpore 2.9.0): refused in one
+line saying so.
 """
 from __future__ import annotations
 
@@ -28,6 +32,20 @@ from msdoctor.replay.textfile import Progress
 
 NAME = "tfevents"
 MARK = "tfevents"
+
+
+def is_mindspore_summary(path: Path) -> bool:
+    """True for a MindSpore ``SummaryRecord`` file (``events.out.events.summary.<t>.<rank>.<host>_MS``)."""
+    return path.name.startswith("events.out.events.summary.")
+
+
+def refuse_mindspore_summary(path: Path) -> FormatError:
+    """The one-line error for a MindSpore ``SummaryRecord`` file."""
+    return FormatError(
+        f"{path}: a MindSpore SummaryRecord file (MindInsight's format): TFRecord-framed, but its "
+        "scalars are not in TensorBoard's field, so they cannot be read; expected TensorBoard "
+        "event files (events.out.tfevents.*, MindFormers' tensorboard_dir) or MindFormers' "
+        "info.log")
 
 
 def is_event_file(path: Path) -> bool:

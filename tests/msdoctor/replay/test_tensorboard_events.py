@@ -2,6 +2,7 @@
 MFLossMonitor) are read with TensorBoard's own loader and replayed."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import subprocess
@@ -97,3 +98,25 @@ def test_a_file_named_like_events_but_holding_none_is_one_line_naming_it(tmp_pat
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert str(path) in done.stderr
+
+
+@pytest.mark.slow
+def test_a_mindspore_summary_record_file_is_refused_in_one_line_saying_why(tmp_path):
+    script = (
+        "import sys, mindspore as ms\n"
+        "from mindspore.train.summary import SummaryRecord\n"
+        "ms.set_device('CPU')\n"
+        "with SummaryRecord(sys.argv[1], network=None) as rec:\n"
+        "    for s in range(1, 4):\n"
+        "        rec.add_value('scalar', 'loss', ms.Tensor(5.0 - s * 0.1, ms.float32))\n"
+        "        rec.record(s)\n")
+    if importlib.util.find_spec("mindspore") is None:   # not imported here: its protos clash
+        pytest.skip("mindspore is not installed (the train extra)")
+    made = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
+                          text=True, timeout=300)
+    assert made.returncode == 0, made.stderr[-2000:]
+    (path,) = tmp_path.glob("events.out.events.summary.*")
+    done = subprocess.run([sys.executable, "-m", "msdoctor", "replay", str(path)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert str(path) in done.stderr and "MindSpore SummaryRecord file" in done.stderr
