@@ -126,6 +126,9 @@ def _output(path: Path, chosen: Selection) -> None:
         elif is_run_dir(child):
             chosen.skip(child, f"a msdoctor run directory (replay it on its own: msdoctor replay "
                                f"{child})")
+        elif child.is_dir() and next(child.rglob("*tfevents*"), None) is not None:
+            chosen.skip(child, f"TensorBoard event files: the same steps as the logs (replay them "
+                               f"on their own: msdoctor replay {child})")
         else:
             chosen.skip(child, "not a log directory (output/log and output/msrun_log are read)")
 

@@ -120,3 +120,16 @@ def test_a_mindspore_summary_record_file_is_refused_in_one_line_saying_why(tmp_p
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
     assert str(path) in done.stderr and "MindSpore SummaryRecord file" in done.stderr
+
+
+def test_an_output_tree_s_tensorboard_dir_is_skipped_with_the_command_to_replay_it(tmp_path):
+    rank = tmp_path / "output" / "log" / "rank_0"
+    rank.mkdir(parents=True)
+    (rank / "info.log").write_text("[INFO] 2025-06-15 15:06:40,250 [x.py:1] f: Load dataset\n")
+    board = tmp_path / "output" / "tensorboard"
+    mindformers_events(board)
+    recording = load([str(tmp_path / "output")])
+    assert recording.format == "mindformers"
+    (why,) = [w for p, w in recording.skipped if p == str(board)]
+    assert why.endswith(f"msdoctor replay {board})")
+    assert len(list(load([str(board)]).batches())[0].steps) == STEPS
