@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +15,7 @@ from msdoctor.replay.driver import load
 from msdoctor.replay.recording import FormatError
 
 IDS = [r.name for r in R.RELEASES]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("release", R.RELEASES, ids=IDS)
@@ -90,3 +94,12 @@ def test_an_unknown_layout_is_refused_naming_the_file_and_every_known_layout(tmp
     assert "\n" not in message
     for shape in ("per_step_time: Nms", "time:N ms, lr:x", "{ step:[s/S], loss: x"):
         assert shape in message
+
+
+@pytest.mark.parametrize("release", R.RELEASES, ids=IDS)
+def test_msdoctor_replay_reads_each_release_s_log_from_the_command_line(release):
+    done = subprocess.run([sys.executable, "-m", "msdoctor", "replay",
+                           str(R.HERE / f"{release.name}.log"), "--json"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["summary"]["steps"] == len(R.STEPS)
