@@ -5,13 +5,13 @@ import re
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
-from msdoctor.replay import mindformers, mindspore, table, tensorboard
+from msdoctor.replay import mindformers, mindspore, table, tensorboard, tensorboard_events
 from msdoctor.replay.recording import FormatError
 from msdoctor.replay.tree import ROTATED
 from msdoctor.wire.layout import is_run_dir
 
 #: Formats in the order autodetection tries them.
-FORMATS = ("spool", "mindformers", "mindspore", "tensorboard", "csv", "jsonl")
+FORMATS = ("spool", "mindformers", "mindspore", "tensorboard", "tfevents", "csv", "jsonl")
 SNIFF_CHARS = 1 << 20
 
 Reader = Callable[..., None]
@@ -19,6 +19,7 @@ READERS: Dict[str, Reader] = {
     "mindformers": mindformers.read,
     "mindspore": mindspore.read,
     "tensorboard": tensorboard.read,
+    "tfevents": tensorboard_events.read,
     "csv": table.read_csv,
     "jsonl": table.read_jsonl,
 }
@@ -67,6 +68,10 @@ def detect(path: Path) -> str:
         return "spool"
     if path.is_dir():
         raise FormatError(f"{path}: a directory without events/rank-N.jsonl nor log files")
+    if tensorboard_events.is_event_file(path):
+        return "tfevents"
+    if tensorboard_events.is_mindspore_summary(path):
+        raise tensorboard_events.refuse_mindspore_summary(path)
     head = _head(path)
     if path.name.endswith(".jsonl") and path.parent.name == "events" and '"type"' in head[:4096]:
         return "spool"
@@ -79,4 +84,6 @@ def detect(path: Path) -> str:
     if first and first[0] == 1 and ("," in first[1] or "\t" in first[1]):
         where += (" (a CSV header needs a 'step' column and event field names, docs/formats/csv.md; "
                   "a TensorBoard export starts 'Wall time,Step,Value')")
-    raise FormatError(f"{path}: unknown log format (tried {', '.join(FORMATS)}); {where}")
+    tried = ", ".join(f for f in FORMATS if f != tensorboard_events.NAME)
+    raise FormatError(f"{path}: unknown log format (tried {tried}; a TensorBoard event file is "
+                      f"known by 'tfevents' in its name); {where}")

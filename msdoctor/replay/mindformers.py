@@ -1,8 +1,10 @@
-"""MindFormers 1.x training logs: the ``MFLossMonitor`` step line and its progress line.
+"""MindFormers training logs: the ``MFLossMonitor`` step line and its progress line.
 
 The step line, as ``print_output_info`` in ``mindformers/core/callback/callback.py``
-(1.3 - 1.9) logs it (``lr: ...`` only when a learning rate is known; ``loss: x`` in sink
-mode, ``loss:[x/mean]`` otherwise; separate ``*_loss:`` fields only for MoE/MTP models)::
+(0.7 - 1.9) logs it (``lr: ...`` only when a learning rate is known; ``loss: x`` in sink
+mode, ``loss:[x/mean]`` otherwise; ``global_norm`` from 1.3, the throughput from 1.5;
+separate ``*_loss:`` fields only for MoE/MTP models; the 0.x and PyNative trainer layouts
+are in :mod:`msdoctor.replay.mindformers_releases`)::
 
     { Epoch:[%3d/%3d], step:[%5d/%5d], loss:[%5.6f/%5.6f], per_step_time: %dms, lr: %s,
       overflow cond: %s, loss_scale: %s, global_norm: %s[, train_throughput_per_npu: %.3fT]
@@ -27,6 +29,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from msdoctor.replay import mindformers_releases as releases
 from msdoctor.replay.crashes import ErrorScan
 from msdoctor.replay.numbers import flags, floats
 from msdoctor.replay.recording import Block, FormatError, Recording
@@ -63,8 +66,8 @@ STEPLIKE = re.compile(r"^[^\n]*(?:print_output_info: |\b[Ee]poch\b[^\n]*\b[Ss]te
 
 
 def sniff(text: str) -> bool:
-    """True if ``text`` (the start of a file) holds a MindFormers step line."""
-    return STEP.search(text) is not None
+    """True if ``text`` (the start of a file) holds a MindFormers step line (of any release)."""
+    return STEP.search(text) is not None or releases.sniff(text)
 
 
 def sniff_logger(text: str) -> bool:
@@ -90,11 +93,13 @@ def read(path: str, run: str, rank: int, out: Recording, progress: Progress = No
             if MARK in text:
                 out.problems.note(f"{path}:{first_line}: unterminated last line skipped")
             continue
-        block = parse_block(text, path, first_line, out, seq_length)
-        if block is not None:
-            steps += len(block.steps)
-            out.add(run, rank, path, block)
-        elif unknown is None and not steps:
+        found = [parse_block(text, path, first_line, out, seq_length),
+                 releases.parse_block(text, path, first_line, out, _times)]
+        for block in found:
+            if block is not None:
+                steps += len(block.steps)
+                out.add(run, rank, path, block)
+        if found == [None, None] and unknown is None and not steps:
             m = STEPLIKE.search(text)
             if m is not None:
                 unknown = (first_line + text.count("\n", 0, m.start()), m.group(0).strip())
@@ -102,8 +107,9 @@ def read(path: str, run: str, rank: int, out: Recording, progress: Progress = No
     if not steps and unknown is not None:
         raise FormatError(
             f"{path}:{unknown[0]}: a training step line in a layout this msdoctor does not read "
-            "(expected MindFormers 1.3-1.9 MFLossMonitor's '{ Epoch:[e/E], step:[s/S], loss..., "
-            f"per_step_time: Nms, ..., overflow cond: ..., loss_scale: ...'), got {unknown[1][:160]!r}")
+            "(expected MindFormers 0.7-1.9 MFLossMonitor's '{ Epoch:[e/E], step:[s/S], loss..., "
+            f"per_step_time: Nms, ..., overflow cond: ..., loss_scale: ...'; {releases.shapes()}), "
+            f"got {unknown[1][:160]!r}")
 
 
 def parse_block(text: str, path: str, first_line: int, out: Recording,

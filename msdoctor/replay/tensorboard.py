@@ -55,11 +55,27 @@ def signal_of(path: str) -> Tuple[str, float]:
             "say which scalar it holds (expected TensorBoard's name 'run-<run>-tag-<tag>.csv', "
             "e.g. run-.-tag-loss.csv or run-rank_0-tag-grad-norm.csv)")
     tag = m.group(1)
-    if tag.endswith("vs samples") or tag.endswith("vs_samples"):
+    if per_samples(tag):
         raise FormatError(f"{path}: tag {tag!r} is plotted against samples, not steps; export "
                           f"the tag without ' vs samples'")
+    return field_of(tag)
+
+
+def per_samples(tag: str) -> bool:
+    """True for MindFormers' ``... vs samples`` tags (x = samples seen, not steps)."""
+    return tag.endswith("vs samples") or tag.endswith("vs_samples")
+
+
+def key_of(tag: str) -> str:
+    """A tag as a column name: lower case, ``/`` and ``-`` as ``_``, any ``train_`` prefix of a
+    known signal dropped."""
     key = re.sub(r"[^a-z0-9]+", "_", tag.lower()).strip("_")
-    key = key[len("train_"):] if key.startswith("train_") and key[6:] in SIGNALS else key
+    return key[len("train_"):] if key.startswith("train_") and key[6:] in SIGNALS else key
+
+
+def field_of(tag: str) -> Tuple[str, float]:
+    """(event field, scale) of a scalar tag; an unknown tag is its own column."""
+    key = key_of(tag)
     return SIGNALS.get(key, (key, 1.0))
 
 

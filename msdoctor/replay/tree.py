@@ -11,9 +11,10 @@ above), rotated at 50 MB into ``info.log.1`` ... ``info.log.5``; ``msrun --log_d
     output/log/rank_N/       info.log (+ rotated): steps and errors; error.log (+ rotated): errors
     output/msrun_log/        worker_N.log: steps and errors; scheduler.log skipped (no steps)
 
-Any other directory is walked for log-like files (by suffix). A file named on the command line
-is read as given (``error.log`` as errors). Each :class:`Source` says its role: ``steps`` (a
-step log whose errors are read too) or ``errors`` (errors only).
+Any other directory is walked for log-like files (by suffix) and TensorBoard event files. A
+file named on the command line is read as given (``error.log`` as errors). Each
+:class:`Source` says its role: ``steps`` (a step log whose errors are read too) or ``errors``
+(errors only).
 """
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ class Selection:
 
 
 def is_log_name(name: str) -> bool:
-    return name.endswith(LOG_SUFFIXES) or ROTATED.search(name) is not None
+    """A log file's name, or a TensorBoard event file's (``events.out.tfevents.*``)."""
+    return name.endswith(LOG_SUFFIXES) or ROTATED.search(name) is not None or "tfevents" in name
 
 
 def _rank_dirs(path: Path) -> List[Path]:
@@ -124,6 +126,9 @@ def _output(path: Path, chosen: Selection) -> None:
         elif is_run_dir(child):
             chosen.skip(child, f"a msdoctor run directory (replay it on its own: msdoctor replay "
                                f"{child})")
+        elif child.is_dir() and next(child.rglob("*tfevents*"), None) is not None:
+            chosen.skip(child, f"TensorBoard event files: the same steps as the logs (replay them "
+                               f"on their own: msdoctor replay {child})")
         else:
             chosen.skip(child, "not a log directory (output/log and output/msrun_log are read)")
 
@@ -143,8 +148,10 @@ def _rank(path: Path, chosen: Selection) -> None:
             chosen.sources.append(Source(child, "steps", TREE_FORMAT))
         elif child.is_file() and _ERROR.match(child.name):
             chosen.sources.append(Source(child, "errors", TREE_FORMAT))
+        elif child.is_file() and "tfevents" in child.name:      # a tensorboard_dir/rank_N/
+            chosen.sources.append(Source(child, "steps"))
         else:
-            chosen.skip(child, "not info.log or error.log")
+            chosen.skip(child, "not info.log, error.log or a TensorBoard event file")
 
 
 def _msrun(path: Path, chosen: Selection) -> None:
@@ -164,5 +171,6 @@ def _walk(path: Path, chosen: Selection) -> None:
         if is_log_name(child.name):
             chosen.sources.append(Source(child, "errors" if _ERROR.match(child.name) else "steps"))
         else:
-            chosen.skip(child, f"not a log file (expected a name ending in {', '.join(LOG_SUFFIXES)})")
+            chosen.skip(child, f"not a log file (expected a name ending in {', '.join(LOG_SUFFIXES)}, "
+                               "or a TensorBoard events.out.tfevents.* file)")
 
