@@ -43,6 +43,7 @@ class Function:
     window: bool = False        # consumes the argument's history (no clock inside)
     usage: str = ""
     variadic: bool = False      # the last argument kind may repeat (``args`` is the minimum)
+    optional: Tuple[str, ...] = ()  # argument kinds that may follow ``args``
 
 
 def _cls(cls: Type[Node], name: str) -> Callable[[List[Node], List[Param]], Node]:
@@ -70,12 +71,12 @@ def _table() -> Dict[str, Function]:
         ("std", x_n, _cls(windows.Aggregate, "std"), True, "std(x, n)"),
         ("min", x_n, _cls(windows.MinMax, "min"), True, "min(x, n)"),
         ("max", x_n, _cls(windows.MinMax, "max"), True, "max(x, n)"),
-        ("median", x_n, _cls(orderstats.Median, "median"), True, "median(x, n)"),
+        ("median", x_n, _cls(orderstats.Median, "median"), True, "median(x, n[, m])"),
         ("ewma", (EXPR, ALPHA), _cls(sequences.Ewma, "ewma"), True, "ewma(x, alpha)"),
         ("delta", x_n, _cls(windows.Delta, "delta"), True, "delta(x, n)"),
         ("rel_change", x_n, _cls(windows.RelChange, "rel_change"), True, "rel_change(x, n)"),
         ("slope", x_n, _cls(windows.Slope, "slope"), True, "slope(x, n)"),
-        ("robust_z", x_n, _cls(orderstats.RobustZ, "robust_z"), True, "robust_z(x, n)"),
+        ("robust_z", x_n, _cls(orderstats.RobustZ, "robust_z"), True, "robust_z(x, n[, m])"),
         ("spike_period", x_n, _spike_period, True, "spike_period(x, n)"),
         ("steps_since_change", (EXPR,), _cls(sequences.StepsSinceChange, "steps_since_change"),
          True, "steps_since_change(x)"),
@@ -99,12 +100,16 @@ def _table() -> Dict[str, Function]:
          "seconds_since_event()"),
         ("running", (), _cls(nodes.Clock, "running"), False, "running()"),
     ]
-    return {name: Function(name, args, build, window, usage, variadic=name in _VARIADIC)
+    return {name: Function(name, args, build, window, usage, variadic=name in _VARIADIC,
+                           optional=_OPTIONAL.get(name, ()))
             for name, args, build, window, usage in specs}
 
 
 #: Functions taking any number (at least ``len(args)``) of arguments.
 _VARIADIC = ("coalesce",)
+
+#: Optional trailing arguments: ``m``, the fewest points a window holds (see docs/rules.md).
+_OPTIONAL: Dict[str, Tuple[str, ...]] = {"median": (STEPS0,), "robust_z": (STEPS0,)}
 
 
 FUNCTIONS: Dict[str, Function] = _table()

@@ -162,28 +162,49 @@ def anchor_windows(frame: Frame, key: Hashable, V: np.ndarray, lo: np.ndarray, h
     return matrix, cnt, med
 
 
+def min_points(node: Node) -> int:
+    """The optional ``m`` of ``median(x, n, m)`` / ``robust_z(x, n, m)`` (0: none)."""
+    return int(node.params[1]) if len(node.params) > 1 else 0
+
+
+def window_bounds(S: np.ndarray, anchors: np.ndarray, n: int, m: int
+                  ) -> Tuple[np.ndarray, np.ndarray]:
+    """``(lo, hi)``: the points of ``(a - n, a]`` for each anchor ``a``, or the last ``m``
+    points up to ``a`` when those are more (a short run, a log of every k-th step)."""
+    hi = search_right(S, anchors)
+    lo = search_right(S, anchors - n)
+    if m:
+        lo = np.minimum(lo, np.maximum(hi - m, 0))
+    return lo, hi
+
+
 class Median(WindowNode):
+    """Median of the last n steps (or of the last m points, when those are more)."""
+
     name = "median"
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        n = self.n_steps
+        n, m = self.n_steps, min_points(self)
         s = stride(n)
         S, V, _ = gather(frame, args[0], state)
         anchors, inverse = _anchored(frame.steps, s, before=False)
-        hi = search_right(S, anchors)
-        lo = search_right(S, anchors - n)
+        lo, hi = window_bounds(S, anchors, n, m)
         value = constant(V, lo, hi)
         if value is None:
-            key = ("windows", self.children[0].key, n)
+            key = ("windows", self.children[0].key, n, m)
             out = anchor_windows(frame, key, V, lo, hi, anchors)[2][inverse]
         else:                               # e.g. tokens per step: no windows to gather
             out = np.where(hi > lo, (value + value) / 2.0, np.nan)[inverse]
-        keep(state, S, V, frame, n + s)
+        keep(state, S, V, frame, n + s, extra_before=m)
         return out, args[0][1]
 
 
 class RobustZ(WindowNode):
-    """(x - median of the previous n steps) / (1.4826 MAD of those), at x's points."""
+    """(x - median of the previous n steps) / (1.4826 MAD of those), at x's points.
+
+    Without ``m`` it needs a full window of history; with ``m`` it also answers once the
+    window (the previous n steps, or the previous m points when those are more) holds m points.
+    """
 
     name = "robust_z"
 
@@ -193,7 +214,7 @@ class RobustZ(WindowNode):
         return state
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        n = self.n_steps
+        n, least = self.n_steps, min_points(self)
         s = stride(n)
         values, mask = args[0]
         S, V, _ = gather(frame, args[0], state)
@@ -206,9 +227,8 @@ class RobustZ(WindowNode):
             q = frame.steps[rows]
             x = values[rows]
             anchors, inverse = _anchored(q, s, before=True)
-            hi = search_right(S, anchors)
-            lo = search_right(S, anchors - n)
-            key = ("windows", self.children[0].key, n)
+            lo, hi = window_bounds(S, anchors, n, least)
+            key = ("windows", self.children[0].key, n, least)
             matrix, cnt, med = anchor_windows(frame, key, V, lo, hi, anchors)
             mad = row_mad(matrix, cnt, med)
             scale = MAD_SCALE * mad
@@ -218,13 +238,13 @@ class RobustZ(WindowNode):
                 meanad = np.where(cnt[flat] > 0, np.where(np.isfinite(dev), dev, 0.0).sum(axis=1)
                                   / np.maximum(cnt[flat], 1), np.nan)
                 scale[flat] = MEANAD_SCALE * meanad
-            enough = (cnt >= 3) & (first <= anchors - n + 1)
+            enough = (cnt >= 3) & ((first <= anchors - n + 1) | ((least > 0) & (cnt >= least)))
             m, sc = med[inverse], scale[inverse]
             diff = x - m
             with np.errstate(all="ignore"):
                 z = np.where(sc > 0, diff / sc, np.where(diff == 0, 0.0, np.sign(diff) * np.inf))
             z[~enough[inverse] | np.isnan(diff)] = np.nan
-        keep(state, S, V, frame, n + s + 1)
+        keep(state, S, V, frame, n + s + 1, extra_before=least)
         full = np.full(frame.n, np.nan)
         full[rows] = z
         point = np.zeros(frame.n, dtype=bool)

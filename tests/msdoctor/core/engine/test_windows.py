@@ -46,6 +46,13 @@ def naive(steps, values, fn: Callable[[np.ndarray, np.ndarray, int, int], float]
     return np.array([fn(*points(steps, values, i), int(steps[i]), i) for i in range(len(steps))])
 
 
+def _last_points(s, v, lo_excl, hi_incl, m):
+    """The points of (lo_excl, hi_incl], or the last m points up to hi_incl if more."""
+    w = in_window(s, v, lo_excl, hi_incl)
+    up_to = v[s <= hi_incl]
+    return w if w.size >= m else up_to[-m:]
+
+
 def _median(w):
     return float(np.median(w)) if w.size else math.nan
 
@@ -60,6 +67,9 @@ REFERENCES = {
     "median(x, 15)": lambda s, v, q, i: _median(in_window(s, v, q - 15, q)),
     "median(x, 100)": lambda s, v, q, i: _median(in_window(s, v, (q // stride(100)) * stride(100) - 100,
                                                            (q // stride(100)) * stride(100))),
+    "median(x, 15, 8)": lambda s, v, q, i: _median(_last_points(s, v, q - 15, q, 8)),
+    "median(x, 100, 12)": lambda s, v, q, i: _median(_last_points(s, v, (q // stride(100)) * stride(100) - 100,
+                                                                 (q // stride(100)) * stride(100), 12)),
     "delta(x, 10)": lambda s, v, q, i: (v[-1] - v[s <= q - 10][-1]) if v.size and (s <= q - 10).any() else math.nan,
     "slope(x, 30)": lambda s, v, q, i: _slope(s, v, q, 30),
     "rel_change(x, 25)": lambda s, v, q, i: _rel(s, v, q, 25),
@@ -102,10 +112,12 @@ def _locf(per_row: List[Optional[float]], initial: float) -> np.ndarray:
     return np.asarray(out, dtype=np.float64)
 
 
+@pytest.mark.parametrize("n,m", [(40, 0), (40, 12), (20, 8), (100, 15)])
 @pytest.mark.parametrize("sparse", [False, True])
-def test_robust_z_matches_the_reference_and_is_nan_until_the_window_is_covered(sparse):
+def test_robust_z_matches_the_reference_and_is_nan_until_the_window_is_covered(sparse, n, m):
+    """Without m it needs a full window of history; with m, m points of the window or of
+    the last m points (whichever are more) are enough."""
     steps, values = make_series(seed=11, sparse=sparse)
-    n = 40
     s_ = stride(n)
     per_row: List[Optional[float]] = []
     first = None
@@ -118,9 +130,10 @@ def test_robust_z_matches_the_reference_and_is_nan_until_the_window_is_covered(s
         if first is None and S.size:
             first = S[0]
         a = ((q - 1) // s_) * s_
-        w = in_window(S, V, a - n, a)
+        w = _last_points(S, V, a - n, a, m)
         f = S[0] if S.size else math.inf
-        if w.size < 3 or not f <= a - n + 1 or math.isnan(x):
+        covered = f <= a - n + 1 or (m > 0 and w.size >= m)
+        if w.size < 3 or not covered or math.isnan(x):
             per_row.append(math.nan)
             continue
         med = np.median(w)
@@ -129,7 +142,8 @@ def test_robust_z_matches_the_reference_and_is_nan_until_the_window_is_covered(s
         per_row.append((x - med) / scale if scale > 0 else (0.0 if x == med else math.copysign(math.inf, x - med)))
     expected = _locf(per_row, math.nan)
     for sizes in SIZES:
-        got = run_expr(f"robust_z(loss, {n})", steps, {"loss": values}, sizes)
+        expr = f"robust_z(loss, {n}, {m})" if m else f"robust_z(loss, {n})"
+        got = run_expr(expr, steps, {"loss": values}, sizes)
         np.testing.assert_allclose(got, expected, rtol=1e-9, equal_nan=True, err_msg=str(sizes))
 
 
