@@ -72,6 +72,8 @@ def _table() -> Dict[str, Function]:
         ("min", x_n, _cls(windows.MinMax, "min"), True, "min(x, n)"),
         ("max", x_n, _cls(windows.MinMax, "max"), True, "max(x, n)"),
         ("median", x_n, _cls(orderstats.Median, "median"), True, "median(x, n[, m])"),
+        ("quantile", (EXPR, STEPS, ALPHA), _cls(orderstats.Quantile, "quantile"), True,
+         "quantile(x, n, q[, m])"),
         ("ewma", (EXPR, ALPHA), _cls(sequences.Ewma, "ewma"), True, "ewma(x, alpha)"),
         ("delta", x_n, _cls(windows.Delta, "delta"), True, "delta(x, n)"),
         ("rel_change", x_n, _cls(windows.RelChange, "rel_change"), True, "rel_change(x, n)"),
@@ -109,7 +111,8 @@ def _table() -> Dict[str, Function]:
 _VARIADIC = ("coalesce",)
 
 #: Optional trailing arguments: ``m``, the fewest points a window holds (see docs/rules.md).
-_OPTIONAL: Dict[str, Tuple[str, ...]] = {"median": (STEPS0,), "robust_z": (STEPS0,)}
+_OPTIONAL: Dict[str, Tuple[str, ...]] = {"median": (STEPS0,), "robust_z": (STEPS0,),
+                                         "quantile": (STEPS0,)}
 
 
 FUNCTIONS: Dict[str, Function] = _table()

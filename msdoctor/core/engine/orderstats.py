@@ -1,4 +1,4 @@
-"""Order statistics over step windows: ``median``, ``robust_z``, ``spike_period``, ``baseline``.
+"""Order statistics over step windows: ``median quantile robust_z spike_period baseline``.
 
 A sliding median cannot be done with cumulative sums. For long windows it is
 computed at *anchor* steps only (every ``ceil(n/32)``-th step number, exact at
@@ -162,9 +162,10 @@ def anchor_windows(frame: Frame, key: Hashable, V: np.ndarray, lo: np.ndarray, h
     return matrix, cnt, med
 
 
-def min_points(node: Node) -> int:
-    """The optional ``m`` of ``median(x, n, m)`` / ``robust_z(x, n, m)`` (0: none)."""
-    return int(node.params[1]) if len(node.params) > 1 else 0
+def min_points(node: Node, at: int = 1) -> int:
+    """The optional ``m`` of ``median(x, n, m)``, ``robust_z(x, n, m)``, ``quantile(x, n, q, m)``
+    (``params[at]``; 0: none)."""
+    return int(node.params[at]) if len(node.params) > at else 0
 
 
 def window_bounds(S: np.ndarray, anchors: np.ndarray, n: int, m: int
@@ -196,6 +197,41 @@ class Median(WindowNode):
         else:                               # e.g. tokens per step: no windows to gather
             out = np.where(hi > lo, (value + value) / 2.0, np.nan)[inverse]
         keep(state, S, V, frame, n + s, extra_before=m)
+        return out, args[0][1]
+
+
+def row_quantile(matrix: np.ndarray, cnt: np.ndarray, q: float) -> np.ndarray:
+    """The q-quantile (linear interpolation, as ``np.quantile``) of each sorted, padded row."""
+    out = np.full(cnt.shape[0], np.nan)
+    rows = np.flatnonzero(cnt > 0)
+    if rows.shape[0]:
+        pos = q * (cnt[rows] - 1)
+        below = np.floor(pos).astype(np.int64)
+        above = np.minimum(below + 1, cnt[rows] - 1)
+        a, b = matrix[rows, below], matrix[rows, above]
+        out[rows] = a + (pos - below) * (b - a)
+    return out
+
+
+class Quantile(WindowNode):
+    """``quantile(x, n, q[, m])``: the q-quantile of the window of ``median(x, n[, m])``."""
+
+    name = "quantile"
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        n, q, least = self.n_steps, float(self.params[1]), min_points(self, 2)
+        s = stride(n)
+        S, V, _ = gather(frame, args[0], state)
+        anchors, inverse = _anchored(frame.steps, s, before=False)
+        lo, hi = window_bounds(S, anchors, n, least)
+        value = constant(V, lo, hi)
+        if value is None:
+            key = ("windows", self.children[0].key, n, least)
+            matrix, cnt, _ = anchor_windows(frame, key, V, lo, hi, anchors)
+            out = row_quantile(matrix, cnt, q)[inverse]
+        else:
+            out = np.where(hi > lo, value, np.nan)[inverse]
+        keep(state, S, V, frame, n + s, extra_before=least)
         return out, args[0][1]
 
 

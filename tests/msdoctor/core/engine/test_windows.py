@@ -53,6 +53,10 @@ def _last_points(s, v, lo_excl, hi_incl, m):
     return w if w.size >= m else up_to[-m:]
 
 
+def _quantile(w, q):
+    return float(np.quantile(w, q)) if w.size else math.nan
+
+
 def _median(w):
     return float(np.median(w)) if w.size else math.nan
 
@@ -70,6 +74,9 @@ REFERENCES = {
     "median(x, 15, 8)": lambda s, v, q, i: _median(_last_points(s, v, q - 15, q, 8)),
     "median(x, 100, 12)": lambda s, v, q, i: _median(_last_points(s, v, (q // stride(100)) * stride(100) - 100,
                                                                  (q // stride(100)) * stride(100), 12)),
+    "quantile(x, 15, 0.9)": lambda s, v, q, i: _quantile(in_window(s, v, q - 15, q), 0.9),
+    "quantile(x, 100, 0.25, 12)": lambda s, v, q, i: _quantile(_last_points(
+        s, v, (q // stride(100)) * stride(100) - 100, (q // stride(100)) * stride(100), 12), 0.25),
     "delta(x, 10)": lambda s, v, q, i: (v[-1] - v[s <= q - 10][-1]) if v.size and (s <= q - 10).any() else math.nan,
     "slope(x, 30)": lambda s, v, q, i: _slope(s, v, q, 30),
     "rel_change(x, 25)": lambda s, v, q, i: _rel(s, v, q, 25),
