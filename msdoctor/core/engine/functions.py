@@ -57,7 +57,8 @@ def _cls(cls: Type[Node], name: str) -> Callable[[List[Node], List[Param]], Node
 
 def _spike_period(children: List[Node], params: List[float]) -> Node:
     n = int(params[0])
-    z = _cls(orderstats.RobustZ, "robust_z")(children, [max(16, n // 10)])
+    z_params: List[Param] = [max(16, n // 10)] + list(params[1:2])
+    z = _cls(orderstats.RobustZ, "robust_z")(children, z_params)
     return _cls(orderstats.SpikePeriod, "spike_period")([z], [n])
 
 
@@ -79,7 +80,7 @@ def _table() -> Dict[str, Function]:
         ("rel_change", x_n, _cls(windows.RelChange, "rel_change"), True, "rel_change(x, n)"),
         ("slope", x_n, _cls(windows.Slope, "slope"), True, "slope(x, n)"),
         ("robust_z", x_n, _cls(orderstats.RobustZ, "robust_z"), True, "robust_z(x, n[, m])"),
-        ("spike_period", x_n, _spike_period, True, "spike_period(x, n)"),
+        ("spike_period", x_n, _spike_period, True, "spike_period(x, n[, m])"),
         ("steps_since_change", (EXPR,), _cls(sequences.StepsSinceChange, "steps_since_change"),
          True, "steps_since_change(x)"),
         ("repeat_count", (EXPR,), _cls(sequences.RepeatCount, "repeat_count"), True,
@@ -112,7 +113,7 @@ _VARIADIC = ("coalesce",)
 
 #: Optional trailing arguments: ``m``, the fewest points a window holds (see docs/rules.md).
 _OPTIONAL: Dict[str, Tuple[str, ...]] = {"median": (STEPS0,), "robust_z": (STEPS0,),
-                                         "quantile": (STEPS0,)}
+                                         "quantile": (STEPS0,), "spike_period": (STEPS0,)}
 
 
 FUNCTIONS: Dict[str, Function] = _table()

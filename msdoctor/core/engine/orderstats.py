@@ -309,13 +309,15 @@ def regular_period(events: np.ndarray) -> float:
 
 
 class SpikePeriod(Node):
-    """``spike_period(x, n)``; its child is ``robust_z(x, m)`` (spikes: z > 6)."""
+    """``spike_period(x, n[, m])``; its child is ``robust_z(x, max(16, n // 10)[, m])``
+    (spikes: z > 6; with ``m``, judged from m points of history on)."""
 
     name = "spike_period"
     stateful = True
 
     def make_key(self) -> str:
-        return f"spike_period({self.children[0].children[0].key},{self.params[0]})"
+        least = "".join(f",{p}" for p in self.children[0].params[1:])
+        return f"spike_period({self.children[0].children[0].key},{self.params[0]}{least})"
 
     def new_state(self) -> Dict[str, Any]:
         return {"events": _EMPTY_I, "last_spike": math.nan}

@@ -235,6 +235,19 @@ def test_spike_period_reports_regular_spikes_and_zero_for_irregular_ones():
         assert run_expr("spike_period(loss, 2000)", steps, {"loss": list(irregular)}, sizes).max() == 0.0
 
 
+def test_spike_period_with_a_minimum_of_points_finds_short_periods_from_the_first_steps():
+    rng = np.random.default_rng(1)
+    n = 120
+    steps = np.arange(1, n + 1)
+    loss = 3.0 + 0.01 * rng.standard_normal(n)
+    loss[30::5] += 1.0                              # spikes at steps 31, 36, 41, ...
+    for sizes in ([10_000], [1], [7]):
+        without = run_expr("spike_period(loss, 2000)", steps, {"loss": list(loss)}, sizes)
+        got = run_expr("spike_period(loss, 2000, 10)", steps, {"loss": list(loss)}, sizes)
+        assert without.max() == 0.0                 # robust_z(x, 200) needs 200 steps
+        assert got[39] == 0.0 and got[40] == 5.0, sizes
+
+
 def test_regular_period_tolerates_one_missed_spike():
     assert regular_period(np.array([100, 400, 1000, 1300])) == 300.0
     assert regular_period(np.array([100, 400, 650])) == 0.0
