@@ -7,6 +7,7 @@ from typing import Callable, Dict, List, Sequence, Tuple, Type, Union
 import msdoctor.core.engine.nodes as nodes
 import msdoctor.core.engine.orderstats as orderstats
 import msdoctor.core.engine.sequences as sequences
+import msdoctor.core.engine.trend as trend
 import msdoctor.core.engine.windows as windows
 from msdoctor.core.engine.nodes import Node
 
@@ -87,6 +88,8 @@ def _table() -> Dict[str, Function]:
          "repeat_count(x)"),
         ("baseline", (EXPR, STEPS0, STEPS), _cls(orderstats.Baseline, "baseline"), True,
          "baseline(x, warmup, n)"),
+        ("powerlaw_miss", (EXPR, ALPHA), _cls(trend.PowerLawMiss, "powerlaw_miss"), True,
+         "powerlaw_miss(x, f)"),
         ("first_max", x_n, _cls(sequences.FirstMax, "first_max"), True, "first_max(x, n)"),
         ("episodes", x_n, _cls(sequences.Episodes, "episodes"), True, "episodes(x, n)"),
         ("abs", (EXPR,), _cls(nodes.Abs, "abs"), False, "abs(x)"),
