@@ -296,3 +296,67 @@ def test_adjacent_true_points_are_one_episode_and_old_episodes_leave_the_window(
         assert got[14] == 1                             # step 15: the burst at 5 has left (5, 15]
         assert got[19] == 2                             # step 20: bursts from 12 and 20
         assert got[39] == 0                             # step 40: none in (30, 40]
+
+
+def _powerlaw_miss_reference(steps, values, f: float) -> np.ndarray:
+    """Per row: the fit of the 24 closed log-step bins before the row's bin, with np.polyfit."""
+    w = math.log1p(f) / 8
+    out, last = [], math.nan
+    pts = [(int(s), float(v)) for s, v in zip(steps, values)
+           if v is not None and math.isfinite(v) and v > 0]
+    for i, s in enumerate(steps):
+        v = values[i]
+        if v is None or not math.isfinite(v) or v <= 0:
+            out.append(last)
+            continue
+        b = math.floor(math.log(s) / w)
+        before = [(math.log(p), math.log(x)) for p, x in pts if p < s and math.floor(math.log(p) / w) < b]
+        if not before:
+            out.append(math.nan)
+            last = math.nan
+            continue
+        newest = max(math.floor(u / w) for u, _ in before)
+        hist = np.array([(u, y) for u, y in before if newest - 24 < math.floor(u / w) <= newest - 8])
+        rec = np.array([(u, y) for u, y in before if math.floor(u / w) > newest - 8])
+        if len(hist) < 6 or len(rec) < 3 or np.ptp(hist[:, 0]) == 0:
+            value = math.nan
+        else:
+            slope, icpt = np.polyfit(hist[:, 0], hist[:, 1], 1)
+            res = hist[:, 1] - (icpt + slope * hist[:, 0])
+            var = (res ** 2).sum() / max(len(hist) - 2, 1)
+            uh, ur = hist[:, 0].mean(), rec[:, 0].mean()
+            suu = ((hist[:, 0] - uh) ** 2).sum()
+            excess = rec[:, 1].mean() - (icpt + slope * ur)
+            fall = -slope * (ur - uh)
+            se = math.sqrt(var * (1 / len(rec) + 1 / len(hist) + (ur - uh) ** 2 / suu))
+            ok = fall > 0 and -slope >= 4 * math.sqrt(var / suu) and excess >= 4 * se
+            value = excess / fall if ok else 0.0
+        out.append(value)
+        last = value
+    return np.asarray(out)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_powerlaw_miss_matches_a_polyfit_reference_for_every_batch_cut(sparse):
+    rng = np.random.default_rng(3)
+    steps, _ = make_series(seed=4, n=300, sparse=sparse, holes=False)
+    steps = steps - 99                                   # from step 1
+    loss = 6.0 * steps.astype(float) ** -0.3 * np.exp(0.01 * rng.standard_normal(steps.shape[0]))
+    stop = steps.shape[0] // 3
+    loss[stop:] = loss[stop - 1]                         # stops following its curve
+    values: List[Optional[float]] = list(loss)
+    values[7] = None
+    values[20] = math.nan
+    expected = _powerlaw_miss_reference(steps, values, 1.0)
+    for sizes in SIZES:
+        got = run_expr("powerlaw_miss(loss, 1)", steps, {"loss": values}, sizes)
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-9, equal_nan=True,
+                                   err_msg=str(sizes))
+    assert np.nanmax(expected[stop:]) > 0.5 and np.nanmax(expected[:stop]) < 0.5
+
+
+def test_powerlaw_miss_is_zero_on_a_power_law_that_merely_slows_down():
+    steps = np.arange(1, 3001)
+    loss = 1.5 + 9.0 * (1 + steps / 20.0) ** -0.5      # falls ever more slowly, to a floor
+    got = run_expr("powerlaw_miss(loss, 1)", steps, {"loss": list(loss)}, [500])
+    assert np.nanmax(got) < 0.5
