@@ -58,7 +58,8 @@ def _cls(cls: Type[Node], name: str) -> Callable[[List[Node], List[Param]], Node
 
 def _spike_period(children: List[Node], params: List[float]) -> Node:
     n = int(params[0])
-    z_params: List[Param] = [max(16, n // 10)] + list(params[1:2])
+    z_params: List[Param] = [float(max(16, n // 10))]
+    z_params.extend(params[1:2])
     z = _cls(orderstats.RobustZ, "robust_z")(children, z_params)
     return _cls(orderstats.SpikePeriod, "spike_period")([z], [n])
 
