@@ -183,11 +183,15 @@ class _Compiler:
         kinds = fn.args
         if fn.variadic and len(node.args) > len(kinds):
             kinds = kinds + kinds[-1:] * (len(node.args) - len(kinds))
+        extra = len(node.args) - len(kinds)
+        if 0 < extra <= len(fn.optional):
+            kinds = kinds + fn.optional[:extra]
         if len(node.args) != len(kinds):
             at_least = "at least " if fn.variadic else ""
-            raise self.fail(node, f"{fn.name}() takes {at_least}{len(fn.args)} argument"
-                                  f"{'' if len(fn.args) == 1 else 's'} ({fn.usage}), "
-                                  f"got {len(node.args)}")
+            upto = f" to {len(fn.args) + len(fn.optional)}" if fn.optional else ""
+            raise self.fail(node, f"{fn.name}() takes {at_least}{len(fn.args)}{upto} argument"
+                                  f"{'' if len(fn.args) == 1 and not upto else 's'} "
+                                  f"({fn.usage}), got {len(node.args)}")
         children: List[Node] = []
         params: List[float | str] = []
         for arg, kind in zip(node.args, kinds):

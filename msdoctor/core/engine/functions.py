@@ -7,6 +7,7 @@ from typing import Callable, Dict, List, Sequence, Tuple, Type, Union
 import msdoctor.core.engine.nodes as nodes
 import msdoctor.core.engine.orderstats as orderstats
 import msdoctor.core.engine.sequences as sequences
+import msdoctor.core.engine.trend as trend
 import msdoctor.core.engine.windows as windows
 from msdoctor.core.engine.nodes import Node
 
@@ -43,6 +44,7 @@ class Function:
     window: bool = False        # consumes the argument's history (no clock inside)
     usage: str = ""
     variadic: bool = False      # the last argument kind may repeat (``args`` is the minimum)
+    optional: Tuple[str, ...] = ()  # argument kinds that may follow ``args``
 
 
 def _cls(cls: Type[Node], name: str) -> Callable[[List[Node], List[Param]], Node]:
@@ -56,7 +58,9 @@ def _cls(cls: Type[Node], name: str) -> Callable[[List[Node], List[Param]], Node
 
 def _spike_period(children: List[Node], params: List[float]) -> Node:
     n = int(params[0])
-    z = _cls(orderstats.RobustZ, "robust_z")(children, [max(16, n // 10)])
+    z_params: List[Param] = [float(max(16, n // 10))]
+    z_params.extend(params[1:2])
+    z = _cls(orderstats.RobustZ, "robust_z")(children, z_params)
     return _cls(orderstats.SpikePeriod, "spike_period")([z], [n])
 
 
@@ -70,19 +74,23 @@ def _table() -> Dict[str, Function]:
         ("std", x_n, _cls(windows.Aggregate, "std"), True, "std(x, n)"),
         ("min", x_n, _cls(windows.MinMax, "min"), True, "min(x, n)"),
         ("max", x_n, _cls(windows.MinMax, "max"), True, "max(x, n)"),
-        ("median", x_n, _cls(orderstats.Median, "median"), True, "median(x, n)"),
+        ("median", x_n, _cls(orderstats.Median, "median"), True, "median(x, n[, m])"),
+        ("quantile", (EXPR, STEPS, ALPHA), _cls(orderstats.Quantile, "quantile"), True,
+         "quantile(x, n, q[, m])"),
         ("ewma", (EXPR, ALPHA), _cls(sequences.Ewma, "ewma"), True, "ewma(x, alpha)"),
         ("delta", x_n, _cls(windows.Delta, "delta"), True, "delta(x, n)"),
         ("rel_change", x_n, _cls(windows.RelChange, "rel_change"), True, "rel_change(x, n)"),
         ("slope", x_n, _cls(windows.Slope, "slope"), True, "slope(x, n)"),
-        ("robust_z", x_n, _cls(orderstats.RobustZ, "robust_z"), True, "robust_z(x, n)"),
-        ("spike_period", x_n, _spike_period, True, "spike_period(x, n)"),
+        ("robust_z", x_n, _cls(orderstats.RobustZ, "robust_z"), True, "robust_z(x, n[, m])"),
+        ("spike_period", x_n, _spike_period, True, "spike_period(x, n[, m])"),
         ("steps_since_change", (EXPR,), _cls(sequences.StepsSinceChange, "steps_since_change"),
          True, "steps_since_change(x)"),
         ("repeat_count", (EXPR,), _cls(sequences.RepeatCount, "repeat_count"), True,
          "repeat_count(x)"),
         ("baseline", (EXPR, STEPS0, STEPS), _cls(orderstats.Baseline, "baseline"), True,
          "baseline(x, warmup, n)"),
+        ("powerlaw_miss", (EXPR, ALPHA), _cls(trend.PowerLawMiss, "powerlaw_miss"), True,
+         "powerlaw_miss(x, f)"),
         ("first_max", x_n, _cls(sequences.FirstMax, "first_max"), True, "first_max(x, n)"),
         ("episodes", x_n, _cls(sequences.Episodes, "episodes"), True, "episodes(x, n)"),
         ("abs", (EXPR,), _cls(nodes.Abs, "abs"), False, "abs(x)"),
@@ -99,12 +107,17 @@ def _table() -> Dict[str, Function]:
          "seconds_since_event()"),
         ("running", (), _cls(nodes.Clock, "running"), False, "running()"),
     ]
-    return {name: Function(name, args, build, window, usage, variadic=name in _VARIADIC)
+    return {name: Function(name, args, build, window, usage, variadic=name in _VARIADIC,
+                           optional=_OPTIONAL.get(name, ()))
             for name, args, build, window, usage in specs}
 
 
 #: Functions taking any number (at least ``len(args)``) of arguments.
 _VARIADIC = ("coalesce",)
+
+#: Optional trailing arguments: ``m``, the fewest points a window holds (see docs/rules.md).
+_OPTIONAL: Dict[str, Tuple[str, ...]] = {"median": (STEPS0,), "robust_z": (STEPS0,),
+                                         "quantile": (STEPS0,), "spike_period": (STEPS0,)}
 
 
 FUNCTIONS: Dict[str, Function] = _table()

@@ -1,4 +1,4 @@
-"""Order statistics over step windows: ``median``, ``robust_z``, ``spike_period``, ``baseline``.
+"""Order statistics over step windows: ``median quantile robust_z spike_period baseline``.
 
 A sliding median cannot be done with cumulative sums. For long windows it is
 computed at *anchor* steps only (every ``ceil(n/32)``-th step number, exact at
@@ -162,28 +162,85 @@ def anchor_windows(frame: Frame, key: Hashable, V: np.ndarray, lo: np.ndarray, h
     return matrix, cnt, med
 
 
+def min_points(node: Node, at: int = 1) -> int:
+    """The optional ``m`` of ``median(x, n, m)``, ``robust_z(x, n, m)``, ``quantile(x, n, q, m)``
+    (``params[at]``; 0: none)."""
+    return int(node.params[at]) if len(node.params) > at else 0
+
+
+def window_bounds(S: np.ndarray, anchors: np.ndarray, n: int, m: int
+                  ) -> Tuple[np.ndarray, np.ndarray]:
+    """``(lo, hi)``: the points of ``(a - n, a]`` for each anchor ``a``, or the last ``m``
+    points up to ``a`` when those are more (a short run, a log of every k-th step)."""
+    hi = search_right(S, anchors)
+    lo = search_right(S, anchors - n)
+    if m:
+        lo = np.minimum(lo, np.maximum(hi - m, 0))
+    return lo, hi
+
+
 class Median(WindowNode):
+    """Median of the last n steps (or of the last m points, when those are more)."""
+
     name = "median"
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        n = self.n_steps
+        n, m = self.n_steps, min_points(self)
         s = stride(n)
         S, V, _ = gather(frame, args[0], state)
         anchors, inverse = _anchored(frame.steps, s, before=False)
-        hi = search_right(S, anchors)
-        lo = search_right(S, anchors - n)
+        lo, hi = window_bounds(S, anchors, n, m)
         value = constant(V, lo, hi)
         if value is None:
-            key = ("windows", self.children[0].key, n)
+            key = ("windows", self.children[0].key, n, m)
             out = anchor_windows(frame, key, V, lo, hi, anchors)[2][inverse]
         else:                               # e.g. tokens per step: no windows to gather
             out = np.where(hi > lo, (value + value) / 2.0, np.nan)[inverse]
-        keep(state, S, V, frame, n + s)
+        keep(state, S, V, frame, n + s, extra_before=m)
+        return out, args[0][1]
+
+
+def row_quantile(matrix: np.ndarray, cnt: np.ndarray, q: float) -> np.ndarray:
+    """The q-quantile (linear interpolation, as ``np.quantile``) of each sorted, padded row."""
+    out = np.full(cnt.shape[0], np.nan)
+    rows = np.flatnonzero(cnt > 0)
+    if rows.shape[0]:
+        pos = q * (cnt[rows] - 1)
+        below = np.floor(pos).astype(np.int64)
+        above = np.minimum(below + 1, cnt[rows] - 1)
+        a, b = matrix[rows, below], matrix[rows, above]
+        out[rows] = a + (pos - below) * (b - a)
+    return out
+
+
+class Quantile(WindowNode):
+    """``quantile(x, n, q[, m])``: the q-quantile of the window of ``median(x, n[, m])``."""
+
+    name = "quantile"
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        n, q, least = self.n_steps, float(self.params[1]), min_points(self, 2)
+        s = stride(n)
+        S, V, _ = gather(frame, args[0], state)
+        anchors, inverse = _anchored(frame.steps, s, before=False)
+        lo, hi = window_bounds(S, anchors, n, least)
+        value = constant(V, lo, hi)
+        if value is None:
+            key = ("windows", self.children[0].key, n, least)
+            matrix, cnt, _ = anchor_windows(frame, key, V, lo, hi, anchors)
+            out = row_quantile(matrix, cnt, q)[inverse]
+        else:
+            out = np.where(hi > lo, value, np.nan)[inverse]
+        keep(state, S, V, frame, n + s, extra_before=least)
         return out, args[0][1]
 
 
 class RobustZ(WindowNode):
-    """(x - median of the previous n steps) / (1.4826 MAD of those), at x's points."""
+    """(x - median of the previous n steps) / (1.4826 MAD of those), at x's points.
+
+    Without ``m`` it needs a full window of history; with ``m`` it also answers once the
+    window (the previous n steps, or the previous m points when those are more) holds m points.
+    """
 
     name = "robust_z"
 
@@ -193,7 +250,7 @@ class RobustZ(WindowNode):
         return state
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        n = self.n_steps
+        n, least = self.n_steps, min_points(self)
         s = stride(n)
         values, mask = args[0]
         S, V, _ = gather(frame, args[0], state)
@@ -206,9 +263,8 @@ class RobustZ(WindowNode):
             q = frame.steps[rows]
             x = values[rows]
             anchors, inverse = _anchored(q, s, before=True)
-            hi = search_right(S, anchors)
-            lo = search_right(S, anchors - n)
-            key = ("windows", self.children[0].key, n)
+            lo, hi = window_bounds(S, anchors, n, least)
+            key = ("windows", self.children[0].key, n, least)
             matrix, cnt, med = anchor_windows(frame, key, V, lo, hi, anchors)
             mad = row_mad(matrix, cnt, med)
             scale = MAD_SCALE * mad
@@ -218,13 +274,13 @@ class RobustZ(WindowNode):
                 meanad = np.where(cnt[flat] > 0, np.where(np.isfinite(dev), dev, 0.0).sum(axis=1)
                                   / np.maximum(cnt[flat], 1), np.nan)
                 scale[flat] = MEANAD_SCALE * meanad
-            enough = (cnt >= 3) & (first <= anchors - n + 1)
+            enough = (cnt >= 3) & ((first <= anchors - n + 1) | ((least > 0) & (cnt >= least)))
             m, sc = med[inverse], scale[inverse]
             diff = x - m
             with np.errstate(all="ignore"):
                 z = np.where(sc > 0, diff / sc, np.where(diff == 0, 0.0, np.sign(diff) * np.inf))
             z[~enough[inverse] | np.isnan(diff)] = np.nan
-        keep(state, S, V, frame, n + s + 1)
+        keep(state, S, V, frame, n + s + 1, extra_before=least)
         full = np.full(frame.n, np.nan)
         full[rows] = z
         point = np.zeros(frame.n, dtype=bool)
@@ -253,13 +309,15 @@ def regular_period(events: np.ndarray) -> float:
 
 
 class SpikePeriod(Node):
-    """``spike_period(x, n)``; its child is ``robust_z(x, m)`` (spikes: z > 6)."""
+    """``spike_period(x, n[, m])``; its child is ``robust_z(x, max(16, n // 10)[, m])``
+    (spikes: z > 6; with ``m``, judged from m points of history on)."""
 
     name = "spike_period"
     stateful = True
 
     def make_key(self) -> str:
-        return f"spike_period({self.children[0].children[0].key},{self.params[0]})"
+        least = "".join(f",{p}" for p in self.children[0].params[1:])
+        return f"spike_period({self.children[0].children[0].key},{self.params[0]}{least})"
 
     def new_state(self) -> Dict[str, Any]:
         return {"events": _EMPTY_I, "last_spike": math.nan}

@@ -23,6 +23,8 @@ ACCEPTED = [
     "seconds_since_event() > 60", "sum(overflow, 200) or count(loss, 10) == 0", "loss ** 2 % 3 - -1",
     "abs(last(loss)) / inf", "nan", "true", "false", "min(loss, 10) < max(loss, 10)",
     "seconds_since_step() > coalesce(expected(hang_after_s), config(hang_after_s), 900)",
+    "median(loss, 200, 10) < quantile(loss, 200, 0.9, 10)", "robust_z(loss, 200, 10) > 8",
+    "spike_period(loss, 2000, 10) >= 5", "powerlaw_miss(loss, 1) > 0.5",
 ]
 
 
@@ -55,6 +57,9 @@ REJECTED = [
     ("mean(loss, n=3)", "positional arguments only"),
     ("mean(*loss)", "starred"),
     ("mean(loss)", "takes 2 arguments"),
+    ("median(loss, 5, 3, 2)", "median() takes 2 to 3 arguments (median(x, n[, m])), got 4"),
+    ("robust_z(loss, 200, 2.5)", "whole number"),
+    ("quantile(loss, 200, 1.5)", "0 < alpha <= 1"),
     ("mean(loss, 0)", "n must be a whole number of steps >= 1"),
     ("mean(loss, 2.5)", "whole number"),
     ("mean(loss, grad_norm)", "number literal"),

@@ -46,6 +46,17 @@ def naive(steps, values, fn: Callable[[np.ndarray, np.ndarray, int, int], float]
     return np.array([fn(*points(steps, values, i), int(steps[i]), i) for i in range(len(steps))])
 
 
+def _last_points(s, v, lo_excl, hi_incl, m):
+    """The points of (lo_excl, hi_incl], or the last m points up to hi_incl if more."""
+    w = in_window(s, v, lo_excl, hi_incl)
+    up_to = v[s <= hi_incl]
+    return w if w.size >= m else up_to[-m:]
+
+
+def _quantile(w, q):
+    return float(np.quantile(w, q)) if w.size else math.nan
+
+
 def _median(w):
     return float(np.median(w)) if w.size else math.nan
 
@@ -60,6 +71,12 @@ REFERENCES = {
     "median(x, 15)": lambda s, v, q, i: _median(in_window(s, v, q - 15, q)),
     "median(x, 100)": lambda s, v, q, i: _median(in_window(s, v, (q // stride(100)) * stride(100) - 100,
                                                            (q // stride(100)) * stride(100))),
+    "median(x, 15, 8)": lambda s, v, q, i: _median(_last_points(s, v, q - 15, q, 8)),
+    "median(x, 100, 12)": lambda s, v, q, i: _median(_last_points(s, v, (q // stride(100)) * stride(100) - 100,
+                                                                 (q // stride(100)) * stride(100), 12)),
+    "quantile(x, 15, 0.9)": lambda s, v, q, i: _quantile(in_window(s, v, q - 15, q), 0.9),
+    "quantile(x, 100, 0.25, 12)": lambda s, v, q, i: _quantile(_last_points(
+        s, v, (q // stride(100)) * stride(100) - 100, (q // stride(100)) * stride(100), 12), 0.25),
     "delta(x, 10)": lambda s, v, q, i: (v[-1] - v[s <= q - 10][-1]) if v.size and (s <= q - 10).any() else math.nan,
     "slope(x, 30)": lambda s, v, q, i: _slope(s, v, q, 30),
     "rel_change(x, 25)": lambda s, v, q, i: _rel(s, v, q, 25),
@@ -102,10 +119,12 @@ def _locf(per_row: List[Optional[float]], initial: float) -> np.ndarray:
     return np.asarray(out, dtype=np.float64)
 
 
+@pytest.mark.parametrize("n,m", [(40, 0), (40, 12), (20, 8), (100, 15)])
 @pytest.mark.parametrize("sparse", [False, True])
-def test_robust_z_matches_the_reference_and_is_nan_until_the_window_is_covered(sparse):
+def test_robust_z_matches_the_reference_and_is_nan_until_the_window_is_covered(sparse, n, m):
+    """Without m it needs a full window of history; with m, m points of the window or of
+    the last m points (whichever are more) are enough."""
     steps, values = make_series(seed=11, sparse=sparse)
-    n = 40
     s_ = stride(n)
     per_row: List[Optional[float]] = []
     first = None
@@ -118,9 +137,10 @@ def test_robust_z_matches_the_reference_and_is_nan_until_the_window_is_covered(s
         if first is None and S.size:
             first = S[0]
         a = ((q - 1) // s_) * s_
-        w = in_window(S, V, a - n, a)
+        w = _last_points(S, V, a - n, a, m)
         f = S[0] if S.size else math.inf
-        if w.size < 3 or not f <= a - n + 1 or math.isnan(x):
+        covered = f <= a - n + 1 or (m > 0 and w.size >= m)
+        if w.size < 3 or not covered or math.isnan(x):
             per_row.append(math.nan)
             continue
         med = np.median(w)
@@ -129,7 +149,8 @@ def test_robust_z_matches_the_reference_and_is_nan_until_the_window_is_covered(s
         per_row.append((x - med) / scale if scale > 0 else (0.0 if x == med else math.copysign(math.inf, x - med)))
     expected = _locf(per_row, math.nan)
     for sizes in SIZES:
-        got = run_expr(f"robust_z(loss, {n})", steps, {"loss": values}, sizes)
+        expr = f"robust_z(loss, {n}, {m})" if m else f"robust_z(loss, {n})"
+        got = run_expr(expr, steps, {"loss": values}, sizes)
         np.testing.assert_allclose(got, expected, rtol=1e-9, equal_nan=True, err_msg=str(sizes))
 
 
@@ -214,6 +235,19 @@ def test_spike_period_reports_regular_spikes_and_zero_for_irregular_ones():
         assert run_expr("spike_period(loss, 2000)", steps, {"loss": list(irregular)}, sizes).max() == 0.0
 
 
+def test_spike_period_with_a_minimum_of_points_finds_short_periods_from_the_first_steps():
+    rng = np.random.default_rng(1)
+    n = 120
+    steps = np.arange(1, n + 1)
+    loss = 3.0 + 0.01 * rng.standard_normal(n)
+    loss[30::5] += 1.0                              # spikes at steps 31, 36, 41, ...
+    for sizes in ([10_000], [1], [7]):
+        without = run_expr("spike_period(loss, 2000)", steps, {"loss": list(loss)}, sizes)
+        got = run_expr("spike_period(loss, 2000, 10)", steps, {"loss": list(loss)}, sizes)
+        assert without.max() == 0.0                 # robust_z(x, 200) needs 200 steps
+        assert got[39] == 0.0 and got[40] == 5.0, sizes
+
+
 def test_regular_period_tolerates_one_missed_spike():
     assert regular_period(np.array([100, 400, 1000, 1300])) == 300.0
     assert regular_period(np.array([100, 400, 650])) == 0.0
@@ -262,3 +296,67 @@ def test_adjacent_true_points_are_one_episode_and_old_episodes_leave_the_window(
         assert got[14] == 1                             # step 15: the burst at 5 has left (5, 15]
         assert got[19] == 2                             # step 20: bursts from 12 and 20
         assert got[39] == 0                             # step 40: none in (30, 40]
+
+
+def _powerlaw_miss_reference(steps, values, f: float) -> np.ndarray:
+    """Per row: the fit of the 24 closed log-step bins before the row's bin, with np.polyfit."""
+    w = math.log1p(f) / 8
+    out, last = [], math.nan
+    pts = [(int(s), float(v)) for s, v in zip(steps, values)
+           if v is not None and math.isfinite(v) and v > 0]
+    for i, s in enumerate(steps):
+        v = values[i]
+        if v is None or not math.isfinite(v) or v <= 0:
+            out.append(last)
+            continue
+        b = math.floor(math.log(s) / w)
+        before = [(math.log(p), math.log(x)) for p, x in pts if p < s and math.floor(math.log(p) / w) < b]
+        if not before:
+            out.append(math.nan)
+            last = math.nan
+            continue
+        newest = max(math.floor(u / w) for u, _ in before)
+        hist = np.array([(u, y) for u, y in before if newest - 24 < math.floor(u / w) <= newest - 8])
+        rec = np.array([(u, y) for u, y in before if math.floor(u / w) > newest - 8])
+        if len(hist) < 6 or len(rec) < 3 or np.ptp(hist[:, 0]) == 0:
+            value = math.nan
+        else:
+            slope, icpt = np.polyfit(hist[:, 0], hist[:, 1], 1)
+            res = hist[:, 1] - (icpt + slope * hist[:, 0])
+            var = (res ** 2).sum() / max(len(hist) - 2, 1)
+            uh, ur = hist[:, 0].mean(), rec[:, 0].mean()
+            suu = ((hist[:, 0] - uh) ** 2).sum()
+            excess = rec[:, 1].mean() - (icpt + slope * ur)
+            fall = -slope * (ur - uh)
+            se = math.sqrt(var * (1 / len(rec) + 1 / len(hist) + (ur - uh) ** 2 / suu))
+            ok = fall > 0 and -slope >= 4 * math.sqrt(var / suu) and excess >= 4 * se
+            value = excess / fall if ok else 0.0
+        out.append(value)
+        last = value
+    return np.asarray(out)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_powerlaw_miss_matches_a_polyfit_reference_for_every_batch_cut(sparse):
+    rng = np.random.default_rng(3)
+    steps, _ = make_series(seed=4, n=300, sparse=sparse, holes=False)
+    steps = steps - 99                                   # from step 1
+    loss = 6.0 * steps.astype(float) ** -0.3 * np.exp(0.01 * rng.standard_normal(steps.shape[0]))
+    stop = steps.shape[0] // 3
+    loss[stop:] = loss[stop - 1]                         # stops following its curve
+    values: List[Optional[float]] = list(loss)
+    values[7] = None
+    values[20] = math.nan
+    expected = _powerlaw_miss_reference(steps, values, 1.0)
+    for sizes in SIZES:
+        got = run_expr("powerlaw_miss(loss, 1)", steps, {"loss": values}, sizes)
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-9, equal_nan=True,
+                                   err_msg=str(sizes))
+    assert np.nanmax(expected[stop:]) > 0.5 and np.nanmax(expected[:stop]) < 0.5
+
+
+def test_powerlaw_miss_is_zero_on_a_power_law_that_merely_slows_down():
+    steps = np.arange(1, 3001)
+    loss = 1.5 + 9.0 * (1 + steps / 20.0) ** -0.5      # falls ever more slowly, to a floor
+    got = run_expr("powerlaw_miss(loss, 1)", steps, {"loss": list(loss)}, [500])
+    assert np.nanmax(got) < 0.5

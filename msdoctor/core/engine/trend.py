@@ -1,0 +1,116 @@
+"""``powerlaw_miss(x, f)``: how much of the fall its own power law predicts x failed to make.
+
+A healthy loss falls about as a power of the step, a straight line in log(loss) against
+log(step). In log-step the window "the last f of the step" ((step / (1 + f), step]) has a fixed
+length L = log(1 + f), so the points are summed into bins of log-step of width L / 8, and each
+time a bin closes the statistic is computed from the last 24 closed bins: a least-squares line
+of log(x) on log(step) over the 16 older bins (the *history*, the 2L before the recent window)
+predicts the mean log(x) of the 8 newest (the *recent* window). The value is
+
+    (mean recent log(x) - predicted) / (predicted fall from the history's mean to the recent one)
+
+when that excess is at least ``MISS_Z`` standard errors (the history's residual spread, the
+recent and history counts and the extrapolation distance) and the line falls (slope < 0 at
+``MISS_Z`` standard errors); else 0. 0: the loss follows its curve; 1: it stayed at the
+history's mean level; NaN until both parts hold ``MIN_RECENT`` / ``MIN_HISTORY`` points. The
+value is held until the next bin closes. Memory: 25 bins of six sums.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List
+
+import numpy as np
+
+from msdoctor.core.engine.nodes import Frame, Node, Out, locf
+from msdoctor.core.engine.windows import point_rows
+
+BINS_RECENT, BINS_HISTORY = 8, 16
+MIN_RECENT, MIN_HISTORY = 3, 6
+MISS_Z = 4.0
+_FIELDS = 6     # n, sum u, sum y, sum u^2, sum u*y, sum y^2 (u = log step, y = log x)
+
+
+def bin_width(f: float) -> float:
+    """Width in log-step of one bin for ``powerlaw_miss(x, f)``."""
+    return math.log1p(f) / BINS_RECENT
+
+
+def miss_from_bins(sums: np.ndarray) -> float:
+    """The statistic from the 24 newest closed bins' sums (oldest first, zeros for empty)."""
+    hist = sums[:BINS_HISTORY].sum(axis=0)
+    rec = sums[BINS_HISTORY:].sum(axis=0)
+    nh, nr = hist[0], rec[0]
+    if nh < MIN_HISTORY or nr < MIN_RECENT:
+        return math.nan
+    uh, yh = hist[1] / nh, hist[2] / nh
+    suu = hist[3] - nh * uh * uh
+    if suu <= 0:
+        return math.nan
+    slope = (hist[4] - nh * uh * yh) / suu
+    resid = max(hist[5] - nh * yh * yh - slope * slope * suu, 0.0) / max(nh - 2, 1)
+    ur, yr = rec[1] / nr, rec[2] / nr
+    fall = -slope * (ur - uh)
+    excess = yr - (yh + slope * (ur - uh))
+    se = math.sqrt(resid * (1.0 / nr + 1.0 / nh + (ur - uh) ** 2 / suu))
+    slope_se = math.sqrt(resid / suu)
+    if fall <= 0 or -slope < MISS_Z * slope_se or excess < MISS_Z * se:
+        return 0.0
+    return excess / fall
+
+
+class PowerLawMiss(Node):
+    """See the module docstring."""
+
+    name = "powerlaw_miss"
+    stateful = True
+
+    def new_state(self) -> Dict[str, Any]:
+        return {"bin": -1, "sums": np.zeros((0, _FIELDS)), "ids": np.zeros(0, dtype=np.int64),
+                "value": math.nan, "value_row": math.nan}
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        values, mask = args[0]
+        rows = point_rows(args[0], frame.n)
+        if rows is None:
+            rows = np.arange(frame.n)
+        x = values[rows]
+        ok = np.isfinite(x) & (x > 0) & (frame.steps[rows] > 0)
+        rows, x = rows[ok], x[ok]
+        u = np.log(frame.steps[rows].astype(np.float64))
+        y = np.log(x)
+        b = np.floor(u / bin_width(float(self.params[0]))).astype(np.int64)
+        out = np.full(rows.shape[0], np.nan)
+        start = 0
+        while start < rows.shape[0]:
+            stop = int(np.searchsorted(b, b[start], side="right"))
+            if b[start] != state["bin"]:                 # the open bin closes
+                state["value"] = self._close(state, int(b[start]))
+            seg_u, seg_y = u[start:stop], y[start:stop]
+            add = np.array([stop - start, seg_u.sum(), seg_y.sum(), (seg_u * seg_u).sum(),
+                            (seg_u * seg_y).sum(), (seg_y * seg_y).sum()])
+            state["sums"][-1] += add
+            out[start:stop] = state["value"]
+            start = stop
+        full = np.full(frame.n, np.nan)
+        full[rows] = out
+        point = np.zeros(frame.n, dtype=bool)
+        point[rows] = True
+        return locf(full, point, state, "value_row"), mask
+
+    @staticmethod
+    def _close(state: Dict[str, Any], new_bin: int) -> float:
+        """Close the open bin (if any), open ``new_bin``; the statistic of the closed bins."""
+        ids, sums = state["ids"], state["sums"]
+        value = state["value"]
+        if ids.shape[0]:
+            newest = int(ids[-1])
+            keep = ids > newest - (BINS_RECENT + BINS_HISTORY)
+            ids, sums = ids[keep], sums[keep]
+            window = np.zeros((BINS_RECENT + BINS_HISTORY, _FIELDS))
+            window[ids - newest + BINS_RECENT + BINS_HISTORY - 1] = sums
+            value = miss_from_bins(window)
+        state["ids"] = np.append(ids, new_bin)
+        state["sums"] = np.vstack((sums, np.zeros((1, _FIELDS))))
+        state["bin"] = new_bin
+        return value
