@@ -14,12 +14,14 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Iterator, List, Tuple
+from typing import Iterator
 
 import pytest
 
 from msdoctor.wire import encode, make
-from tests.reliability.helpers import ROOT, Serve, wait_for
+from tests.reliability.helpers import ROOT, Serve, http_exchange, wait_for
+from tests.reliability.helpers import http_request as request
+from tests.reliability.helpers import http_responses as responses
 from tests.servers import free_port
 
 pytestmark = pytest.mark.slow
@@ -49,48 +51,16 @@ def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
 
 
 def exchange(port: int, data: bytes, timeout: float = 10.0) -> bytes:
-    """Send ``data`` on one connection and read until the server closes it."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-        sock.sendall(data)
-        out = b""
-        while True:
-            try:
-                chunk = sock.recv(65536)
-            except socket.timeout:
-                break
-            if not chunk:
-                break
-            out += chunk
-    return out
-
-
-def responses(raw: bytes) -> List[Tuple[int, dict, bytes]]:
-    """Split what the server sent into ``(status, headers, body)`` by Content-Length."""
-    out = []
-    while raw:
-        head, sep, rest = raw.partition(b"\r\n\r\n")
-        assert sep, f"incomplete response head: {raw[:200]!r}"
-        lines = head.decode("latin-1").split("\r\n")
-        status = int(lines[0].split()[1])
-        headers = {k.strip().lower(): v.strip() for k, _, v in
-                   (line.partition(":") for line in lines[1:])}
-        size = int(headers.get("content-length", "0"))
-        out.append((status, headers, rest[:size]))
-        raw = rest[size:]
-    return out
-
-
-def request(path: str, *headers: str, body: bytes = b"", method: str = "GET") -> bytes:
-    lines = [f"{method} {path} HTTP/1.1", *headers]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+    return http_exchange(port, data, timeout=timeout)
 
 
 def test_a_get_body_holding_a_second_request_is_read_and_discarded_not_answered(sidecar):
     smuggled = request("/api/v1/status", "Host: 127.0.0.1")
-    data = (request("/-/healthy", "Host: 127.0.0.1", f"Content-Length: {len(smuggled)}",
-                    body=smuggled)
-            + request("/-/healthy", "Host: 127.0.0.1", "Connection: close"))
-    got = responses(exchange(sidecar.port, data))
+    data = request("/-/healthy", "Host: 127.0.0.1", f"Content-Length: {len(smuggled)}",
+                   body=smuggled)
+    got = responses(http_exchange(sidecar.port, data,
+                                  then=request("/-/healthy", "Host: 127.0.0.1",
+                                               "Connection: close")))
     assert [status for status, _, _ in got] == [200, 200]       # the two real requests only
     assert all(body == b"OK\n" for _, _, body in got)
 
@@ -104,9 +74,9 @@ def test_a_get_body_holding_a_second_request_is_read_and_discarded_not_answered(
 ])
 def test_ambiguous_or_oversized_body_framing_is_refused_and_the_connection_closed(
         sidecar, framing, status):
-    follow = request("/-/healthy", "Host: 127.0.0.1")
-    data = request("/-/healthy", "Host: 127.0.0.1", *framing) + b"0\r\n\r\n" + follow
-    got = responses(exchange(sidecar.port, data))
+    follow = b"0\r\n\r\n" + request("/-/healthy", "Host: 127.0.0.1")
+    got = responses(http_exchange(sidecar.port, request("/-/healthy", "Host: 127.0.0.1",
+                                                        *framing), then=follow))
     assert len(got) == 1, got                  # nothing after it is read as a request
     code, headers, body = got[0]
     assert code == status and headers.get("connection") == "close"
