@@ -27,10 +27,17 @@ from typing import Any, Callable, Optional, Tuple
 from urllib.parse import urlsplit
 
 from msdoctor import __version__
-from msdoctor.http.framing import (BACKLOG, FramingError, check_host, check_token,
-                                   discard_body, is_loopback, loopback_hosts)
 from msdoctor.exporter.collector import StoreCollector
 from msdoctor.exporter.exposition import CONTENT_TYPE, LabelCache, render
+from msdoctor.http.framing import (
+    BACKLOG,
+    FramingError,
+    check_host,
+    check_token,
+    discard_body,
+    is_loopback,
+    loopback_hosts,
+)
 from msdoctor.wire.errors import MsdoctorError
 from msdoctor.wire.layout import DEFAULT_LISTEN, TOKEN_ENV
 

@@ -23,10 +23,10 @@ from msdoctor.core.engine.loader import default_rules_dir, load_rules
 from msdoctor.core.pipeline import Pipeline
 from msdoctor.core.spool import decode_line
 from msdoctor.core.views import runs
+from msdoctor.http.framing import MAX_BODY
 from msdoctor.replay.mindformers import parse_block
 from msdoctor.replay.recording import Recording
 from msdoctor.wire import EventError, decode, encode, make
-from msdoctor.http.framing import MAX_BODY
 from msdoctor.wire.schema import MAX_DEPTH
 from tests.reliability.helpers import Serve, http_exchange, http_request, http_responses, wait_for
 

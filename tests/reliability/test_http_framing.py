@@ -19,9 +19,14 @@ from typing import Iterator
 import pytest
 
 from msdoctor.wire import encode, make
-from tests.reliability.helpers import ROOT, Serve, http_exchange, wait_for
-from tests.reliability.helpers import http_request as request
-from tests.reliability.helpers import http_responses as responses
+from tests.reliability.helpers import (
+    ROOT,
+    Serve,
+    http_exchange,
+    http_request as request,
+    http_responses as responses,
+    wait_for,
+)
 from tests.servers import free_port
 
 pytestmark = pytest.mark.slow
