@@ -40,6 +40,7 @@ from msdoctor.core.consumers import Consumer
 from msdoctor.core.limits import MAX_RUNS, RunLimit
 from msdoctor.core.spool import DEFAULT_POLL_BYTES, Chunk, SpoolTailer, drain
 from msdoctor.core.state import DEFAULT_CAPACITY, Store
+from msdoctor.wire.errors import MsdoctorError
 from msdoctor.wire.layout import alerts_file
 
 log = logging.getLogger("msdoctor.sidecar")
@@ -61,7 +62,7 @@ def consumer_name(consumer: Any, taken: Set[str]) -> str:
     return name
 
 
-class SnapshotFailure(Exception):
+class SnapshotFailure(MsdoctorError):
     """A consumer's state could not be taken: the snapshot is not written."""
 
 
