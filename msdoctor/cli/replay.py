@@ -95,11 +95,12 @@ def print_result(result: Dict[str, Any]) -> None:
     if s.get("parse_error_count"):
         print(f"{s['parse_error_count']} unreadable line(s) skipped, e.g.:")
         for text in s["parse_errors"][:5]:
-            print(f"  {text}")
+            print(f"  {fmt.printable(text)}")
     for note in s.get("notes", [])[:5]:
-        print(f"note: {note}")
+        print(f"note: {fmt.printable(note)}")
     if s.get("unknown_columns"):
-        print(f"columns kept but not known as signals: {', '.join(s['unknown_columns'])}")
+        print("columns kept but not known as signals: "
+              + fmt.printable(", ".join(s["unknown_columns"])))
     if s.get("stats"):
         print("summary: " + describe(s["stats"]).replace("\n", "\n         "))
 
@@ -114,7 +115,8 @@ def print_table(result: Dict[str, Any]) -> None:
     print(f"{s['run_dir']}: {s['steps']} steps from {s['ranks']} rank(s), {s['rules']} rules, "
           f"{s['firing']} alert(s) fired ({s['seconds']:.2f}s)")
     if s.get("spool_error_count"):
-        print(f"{s['spool_error_count']} bad spool line(s) skipped, e.g. {s['spool_errors'][0]}")
+        print(f"{s['spool_error_count']} bad spool line(s) skipped, e.g. "
+              f"{fmt.printable(s['spool_errors'][0])}")
     for message in s["engine_errors"]:
         print(f"engine: {message}")
     alerts = result["alerts"]
@@ -122,8 +124,8 @@ def print_table(result: Dict[str, Any]) -> None:
         print("no alerts")
         return
     header = ("STEP", "RANK", "SEVERITY", "ALERT", "VALUE", "SUMMARY")
-    rows = [(str(a["step"]), str(a["rank"]), a["severity"], a["alert"], _value(a["value"]),
-             a["summary"]) for a in alerts]
+    rows = [tuple(fmt.printable(c) for c in (a["step"], a["rank"], a["severity"], a["alert"],
+                                             _value(a["value"]), a["summary"])) for a in alerts]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)) + "  " + header[-1])
     for row, a in zip(rows, alerts):

@@ -255,3 +255,9 @@ def test_a_run_name_with_terminal_escapes_and_newlines_is_escaped_in_the_log_and
     for bad in ("\x1b", "\x07", "\r", "\u202e", "\nINFO msdoctor.serve: forged"):
         assert bad not in status.stdout, bad
     assert "run evil\\x1b[2J" in status.stdout
+    (run_dir / "data.csv").write_text(f"step,loss,{EVIL.replace(',', ';')}\n1,2.0,3\n")
+    for target in (run_dir, run_dir / "data.csv"):
+        replay = msdoctor("replay", str(target))
+        assert replay.returncode == 0, replay.stderr
+        for bad in ("\x1b", "\x07", "\r", "\u202e"):
+            assert bad not in replay.stdout, (target, bad)
