@@ -119,6 +119,10 @@ def print_table(result: Dict[str, Any]) -> None:
               f"{fmt.printable(s['spool_errors'][0])}")
     for message in s["engine_errors"]:
         print(f"engine: {message}")
+    ingest = s.get("ingest") or {}
+    if ingest.get("refused_events"):
+        print(f"{ingest['refused_events']} event(s) of runs beyond the first "
+              f"{ingest['max_runs']} refused (at most {ingest['max_runs']} run ids are kept)")
     alerts = result["alerts"]
     if not alerts:
         print("no alerts")

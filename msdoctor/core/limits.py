@@ -32,24 +32,23 @@ class RunLimit:
         """Runs already kept (restored from a snapshot) count against the bound."""
         self.runs.update(runs)
 
-    def admit(self, run: str, events: Iterable[Mapping[str, Any]], path: str) -> bool:
-        """True when ``run`` is kept; otherwise count and report the refusal of its events."""
+    def admit(self, run: str, events: Iterable[Mapping[str, Any]], count: int,
+              path: str) -> bool:
+        """True when ``run`` is kept; otherwise count the refusal of its ``count`` events
+        (``events``: those decoded one by one, run_starts among them) and report it."""
         if run in self.runs:
             return True
         if len(self.runs) < self.max_runs:
             self.runs.add(run)
             return True
-        events = list(events)
         self.refused_chunks += 1
-        self.refused_events += len(events)
+        self.refused_events += count
         self.refused_run_starts += sum(1 for e in events if e.get("type") == "run_start")
         n = self.refused_chunks
         if str(n).rstrip("0") == "1":          # the 1st, 10th, 100th, ... refused read
-            log.warning("%s: run %r refused: this sidecar already keeps %d runs (the bound); "
-                        "its events are counted, not kept (%d event(s) of %d read(s) refused so "
-                        "far; see refused_events in /api/v1/status and "
-                        "msdoctor_ingest_refused_events_total)", path, run, self.max_runs,
-                        self.refused_events, n)
+            log.warning("%srun %r refused: %d runs are kept already (the bound, --max-runs); "
+                        "the events of further runs are counted, not kept (%d refused so far)",
+                        f"{path}: " if path else "", run, self.max_runs, self.refused_events)
         return False
 
     def to_json(self) -> Dict[str, int]:

@@ -228,7 +228,9 @@ class Pipeline:
         """One chunk of one (run, rank) through the store, the engine and the consumers;
         refused (counted, see :mod:`msdoctor.core.limits`) when its run is one too many."""
         with self.lock:
-            if not self.run_limit.admit(chunk.run, chunk.events, chunk.path):
+            steps = len(chunk.steps) if chunk.steps is not None else 0
+            count = max(len(chunk.events), len(chunk.others) + steps)   # a recording: others
+            if not self.run_limit.admit(chunk.run, chunk.others, count, chunk.path):
                 return
             if self.store is not None:
                 self.store.apply(chunk)

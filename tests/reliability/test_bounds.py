@@ -187,7 +187,7 @@ def test_five_thousand_run_ids_in_one_rank_file_keep_64_runs_and_count_the_rest(
         size = (run_dir / ".msdoctor" / FILENAME).stat().st_size
         print(f"snapshot: {size / 2**20:.1f} MiB")
         assert size < 50 * 2**20                         # 150 MB before the bound
-        assert "refused: this sidecar already keeps 64 runs" in serve.text()
+        assert "refused: 64 runs are kept already" in serve.text()
     finally:
         serve.stop()
 
@@ -227,6 +227,37 @@ def test_a_mindformers_step_number_beyond_64_bits_is_a_located_error_in_replay_a
     text = msdoctor("replay", str(log)).stdout
     assert f"{log}:21: MindFormers step line, step:" in text and "does not fit in 64 bits" in text
     assert "21 steps" in text
+
+
+@pytest.mark.parametrize("name, text, where", [
+    ("loss.log", "epoch: 1 step: 1, loss is 2.5\nepoch: 1 step: 2, loss is 2.4\n"
+                 "epoch: 99999999999999999999 step: 2, loss is 2.4\nepoch: 1 step: 3, loss is 2.3\n",
+     ":3: LossMonitor line, step:"),
+    ("steps.csv", "step,loss\n1,2.0\n1e30,2.0\n3,2.0\n", ":3: column 'step': '1e30' does not fit"),
+    ("ranks.csv", "step,loss,rank\n1,2.0,0\n2,2.0,1e30\n3,2.0,0\n", ":3: column 'rank': expected"),
+])
+def test_step_and_rank_numbers_beyond_their_range_in_other_logs_are_located_errors(
+        tmp_path, name, text, where):
+    log = tmp_path / name
+    log.write_text(text)
+    done = msdoctor("replay", str(log))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert f"{log}{where}" in done.stdout
+    assert "from 1 rank(s)" in done.stdout
+
+
+def test_tables_with_a_key_or_a_run_per_row_are_replayed_in_bounded_memory(tmp_path):
+    keys = tmp_path / "keys.jsonl"        # 50 000 distinct keys: a cell per key and row before
+    keys.write_text("".join(json.dumps({"step": i, "loss": 1.0, f"k{i}": 1}) + "\n"
+                            for i in range(1, 50_001)))
+    done = msdoctor("replay", str(keys), limit_bytes=3 << 30)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "50002 distinct keys; the first 64 are read as columns" in done.stdout
+    runs = tmp_path / "runs.csv"          # 20 000 runs: grouped in one pass, 64 kept
+    runs.write_text("step,loss,run\n" + "".join(f"{i},1.0,run-{i}\n" for i in range(1, 20_001)))
+    done = msdoctor("replay", str(runs), limit_bytes=3 << 30)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "19936 event(s) of runs beyond the first 64 refused" in done.stdout
 
 
 EVIL = "evil\x1b[2J\x1b]0;owned\x07\nINFO msdoctor.serve: forged line\r\u202e"
