@@ -64,10 +64,11 @@ def gap_ticks(t_before: float, t_after: float) -> np.ndarray:
     """Clock times to evaluate a rank at inside a pause from ``t_before`` to ``t_after``:
     every ``TICK_S``, or ``MAX_GAP_TICKS`` evenly spaced ones for a longer pause (decided
     before anything is allocated: a timestamp far in the future costs no more), and one just
-    before ``t_after``. None (empty) for a pause whose ends are not finite."""
-    if not (math.isfinite(t_before) and math.isfinite(t_after)) or t_after <= t_before:
+    before ``t_after``. None (empty) for a pause whose ends or length are not finite."""
+    span = t_after - t_before            # inf when the ends are beyond any clock (1e308)
+    if not (math.isfinite(t_before) and math.isfinite(span)) or span <= 0:
         return np.zeros(0)
-    count = math.ceil((t_after - t_before) / TICK_S) - 1      # multiples of TICK_S inside
+    count = math.ceil(span / TICK_S) - 1                      # multiples of TICK_S inside
     if count > MAX_GAP_TICKS:
         ticks = np.linspace(t_before + TICK_S, t_after, MAX_GAP_TICKS, endpoint=False)
     else:
