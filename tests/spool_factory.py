@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Iterable, List, Optional
+from typing import Iterable, List, Optional, Tuple
 
 from msdoctor.wire import encode, make
 
@@ -84,3 +84,29 @@ def append_steps(run_dir: Path, run: str, rank: int, first: int, count: int,
              enumerate(range(first, first + count))]
     with rank_file(run_dir, rank).open("ab") as f:
         f.write(b"".join(lines))
+
+
+def write_diverged_run(run_dir: Path, steps: int = 300, nan_at: int = 100,
+                       recover_at: Tuple[Optional[int], ...] = (None, 220)) -> None:
+    """A bf16 run that diverges: per rank, loss and gradient norm NaN from ``nan_at`` until
+    ``recover_at[rank]`` (None: never), the sampled update ratio 0 from ``nan_at`` on (the
+    optimizer skips the non-finite steps), and a failed run_end."""
+    t0 = time.time() - steps * 0.5
+    for rank in range(len(recover_at)):
+        lines = [encode(make("run_start", rank, run="diverged", world_size=len(recover_at), t=t0,
+                             config={"precision": "bf16"}))]
+        for n in range(1, steps + 1):
+            recover = recover_at[rank]
+            bad = n >= nan_at and (recover is None or n < recover)
+            fields = dict(loss=math.nan if bad else 2.0 + 8.0 / math.sqrt(n),
+                          grad_norm=math.nan if bad else 1.0, loss_scale=1.0, overflow=bad,
+                          lr=3e-4, tokens=8192.0, step_time_s=0.5, data_wait_s=0.005)
+            if n % 10 == 0:
+                fields["update_ratio"] = 0.0 if n >= nan_at else 1e-3
+            lines.append(encode(make("step", rank, run="diverged", step=n, t=t0 + 0.5 * n,
+                                     **fields)))
+        lines.append(encode(make("run_end", rank, run="diverged", status="failed", step=steps,
+                                 t=t0 + 0.5 * steps)))
+        path = run_dir / "events" / f"rank-{rank}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"".join(lines))

@@ -111,7 +111,11 @@ SCHEMAS: Dict[str, Any] = {
         "fix": {"type": "string", "nullable": True},
         "runbook_url": {"type": "string", "nullable": True},
         "t": {"type": "number", "nullable": True},
-        "active_since": {"type": "number", "nullable": True}}),
+        "active_since": {"type": "number", "nullable": True},
+        "caused_by": {"type": "string", "nullable": True,
+                      "description": "the alert firing on the same rank that this one is a "
+                                     "consequence of (rules' consequence_of); such an alert is "
+                                     "not notified on its own"}}),
     "RunList": _obj(["runs"], {"runs": {"type": "array", "items": _ref("Run")}}),
     "RankList": _obj(["run", "ranks"], {"run": {"type": "string"},
                                         "ranks": {"type": "array", "items": _ref("Rank")}}),

@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in _available().items():
         module = importlib.import_module(f"msdoctor.cli.{module_name}")
-        command = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        command = sub.add_parser(name, help=module.HELP, description=module.HELP,
+                                 epilog=getattr(module, "EPILOG", None))
         module.add_arguments(command)
         command.set_defaults(_run=module.run)
     return parser

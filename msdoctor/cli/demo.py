@@ -37,10 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inject", default=DEFAULT_INJECT, metavar="SPEC",
                         help=f"faults to inject, see `msdoctor train --help` (default: {DEFAULT_INJECT})")
     parser.add_argument("--listen", default=None, metavar="HOST:PORT",
-                        help="sidecar address (default: 127.0.0.1:9400, or a free port if taken)")
+                        help="sidecar address (default: 127.0.0.1:9089, or a free port if taken)")
 
 
-def _free_listen(preferred: int = 9400) -> str:
+def _free_listen(preferred: int = 9089) -> str:
     for port in (preferred, 0):
         with socket.socket() as sock:
             try:
@@ -70,7 +70,10 @@ class AlertPrinter:
     def on_alert(self, alert: Dict[str, Any]) -> None:
         state, name = alert.get("state"), alert.get("alert", "?")
         where = f"rank {alert.get('rank')} step {alert.get('step')}"
-        if state == "firing":
+        if state == "firing" and alert.get("caused_by"):
+            self.out.write(f"  [{str(alert.get('severity', '')).upper()}] {name} ({where}) "
+                           f"{fmt.consequence(alert['caused_by'])}\n")
+        elif state == "firing":
             self.fired.setdefault(name, alert)
             severity = str(alert.get("severity", "")).upper()
             self.out.write(f"\n  [{severity}] {name} ({where})\n    {alert.get('summary', '')}\n"

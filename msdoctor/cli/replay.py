@@ -10,11 +10,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from msdoctor.core import format as fmt
 
 HELP = "Run the alerting rules over a recorded run directory and print the alerts."
+EPILOG = ("exit status: 0 the inputs were read (alerts or not), 1 the rule set has errors, "
+          "2 bad input (a missing or unreadable file, a log in a layout msdoctor does not read, "
+          "a directory with no logs)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,6 +95,7 @@ def print_result(result: Dict[str, Any]) -> None:
         print(f"format: {s.get('format')}, {len(s.get('inputs', []))} file(s), "
               f"{s.get('lines', 0):,} lines")
     print_table(result)
+    print_ranks(result)
     if s.get("parse_error_count"):
         print(f"{s['parse_error_count']} unreadable line(s) skipped, e.g.:")
         for text in s["parse_errors"][:5]:
@@ -105,15 +109,55 @@ def print_result(result: Dict[str, Any]) -> None:
         print("summary: " + describe(s["stats"]).replace("\n", "\n         "))
 
 
+def clock(t: Any) -> str:
+    """A record time as local ``YYYY-mm-dd HH:MM:SS`` ('?' when unknown)."""
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if fmt.is_number(t) else "?"
+
+
+def print_ranks(result: Dict[str, Any]) -> None:
+    """Per rank: steps, alerts, the first error with its time and hint; then what was skipped."""
+    ranks = result.get("ranks") or []
+    if len(ranks) > 1 or any(r["errors"] or not r["steps"] for r in ranks):
+        for r in ranks:
+            print(f"rank {r['rank']}: {r['diagnosis']}")
+            for e in r["errors"][:1]:
+                more = f" (+{r['error_count'] - 1} more)" if r["error_count"] > 1 else ""
+                print(f"  first error at {clock(e['t'])}, {e['where']}: {e['text'][:300]}{more}")
+            if r.get("hint"):
+                print(f"  hint: {r['hint']}")
+    skipped = result["summary"].get("skipped") or []
+    if skipped:
+        print(f"skipped {len(skipped)} path(s):")
+        for path, why in skipped[:20]:
+            print(f"  {path}: {why}")
+        if len(skipped) > 20:
+            print(f"  ... and {len(skipped) - 20} more (--json lists all)")
+
+
 def _value(value: Any) -> str:
     return fmt.number(value) if fmt.is_number(value) else str(value)
+
+
+def _summary(alert: Dict[str, Any], before: List[Dict[str, Any]]) -> str:
+    """The summary cell: a consequence names its cause; an alert that fired as a consequence
+    and goes on firing after its cause ended says so."""
+    if alert.get("caused_by"):
+        return fmt.consequence(alert["caused_by"], alert["summary"])
+    key = (alert["alert"], alert.get("run"), alert.get("rank"), alert.get("first_step"))
+    if any((b["alert"], b.get("run"), b.get("rank"), b.get("first_step")) == key for b in before):
+        return "(its cause ended; firing on its own) " + alert["summary"]
+    return alert["summary"]
 
 
 def print_table(result: Dict[str, Any]) -> None:
     """One line per fired alert (step, rank, severity, name, value, summary) and its fix."""
     s = result["summary"]
+    grouped = (f", {s['consequences']} of them as a consequence of another"
+               if s.get("consequences") else "")
     print(f"{s['run_dir']}: {s['steps']} steps from {s['ranks']} rank(s), {s['rules']} rules, "
-          f"{s['firing']} alert(s) fired ({s['seconds']:.2f}s)")
+          f"{s['firing']} alert(s) fired{grouped} ({s['seconds']:.2f}s)")
     if s.get("spool_error_count"):
         print(f"{s['spool_error_count']} bad spool line(s) skipped, e.g. "
               f"{fmt.printable(s['spool_errors'][0])}")
@@ -129,10 +173,11 @@ def print_table(result: Dict[str, Any]) -> None:
         return
     header = ("STEP", "RANK", "SEVERITY", "ALERT", "VALUE", "SUMMARY")
     rows = [tuple(fmt.printable(c) for c in (a["step"], a["rank"], a["severity"], a["alert"],
-                                             _value(a["value"]), a["summary"])) for a in alerts]
+                                             _value(a["value"]), _summary(a, alerts[:i])))
+            for i, a in enumerate(alerts)]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)) + "  " + header[-1])
     for row, a in zip(rows, alerts):
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1])
-        if a.get("fix"):
+        if a.get("fix") and not a.get("caused_by"):
             print(" " * (sum(widths) + 2 * len(widths)) + "fix: " + a["fix"])

@@ -6,6 +6,9 @@ import sys
 from pathlib import Path
 
 HELP = "Write an HTML report (charts and alerts with fixes) of a run directory or training logs."
+EPILOG = ("exit status: 0 the report was written, 1 the rule set has errors, 2 bad input (a "
+          "missing or unreadable file, a log in a layout msdoctor does not read, a directory "
+          "with no logs, an output name not ending in .html)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

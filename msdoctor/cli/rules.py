@@ -103,6 +103,7 @@ def _list(rules: str | None) -> int:
             print(error, file=sys.stderr)
         return 1
     rows = [(r.alert, r.severity, r.annotations.get("summary", "")) for r in ruleset]
+    causes = {r.alert: r.consequence_of for r in ruleset if r.consequence_of}
     if not rows:
         print("no rules")
         return 0
@@ -111,4 +112,7 @@ def _list(rules: str | None) -> int:
     print(f"{'ALERT':<{w1}}  {'SEVERITY':<{w2}}  SUMMARY")
     for name, severity, summary in rows:
         print(f"{name:<{w1}}  {severity:<{w2}}  {summary}")
+        if name in causes:
+            print(f"{'':<{w1}}  {'':<{w2}}  ↳ a consequence of {', '.join(causes[name])}: not "
+                  "notified while one of them fires on the same rank")
     return 0

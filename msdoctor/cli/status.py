@@ -1,4 +1,5 @@
-"""``msdoctor status``: read a run's spool once and print one line per rank.
+"""``msdoctor status``: read a run's spool once and print one line per rank, and the alerts a
+sidecar has journalled (``alerts.jsonl``) that are pending or firing.
 
 Runs in-process, writes nothing (no snapshot, no state directory).
 """
@@ -8,13 +9,15 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import List
+from typing import Any, Dict, List
 
 from msdoctor.core import format as fmt
+from msdoctor.core.alerts.active import ActiveAlerts
+from msdoctor.core.alerts.feed import JournalReader
 from msdoctor.core.pipeline import Pipeline
 from msdoctor.core.spool import SpoolError
 from msdoctor.core.state import RankState, Store
-from msdoctor.wire.layout import EXPECTED_RUN_DIR, run_dir_error
+from msdoctor.wire.layout import EXPECTED_RUN_DIR, alerts_file, run_dir_error
 
 HELP = "Print each rank's latest step, loss, throughput, memory and errors from a run's spool."
 MAX_ERRORS_SHOWN = 5
@@ -77,6 +80,28 @@ def render(store: Store, errors: List[SpoolError], now: float) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def journalled_alerts(run_dir: Path) -> List[Dict[str, Any]]:
+    """The pending and firing alerts of the run directory's journal (none without one)."""
+    active = ActiveAlerts()
+    active.load(JournalReader(alerts_file(run_dir)).read_all())
+    order = {"firing": 0, "pending": 1}
+    return sorted(active.active(), key=lambda a: (order.get(a.get("state"), 2),
+                                                  bool(a.get("caused_by")),
+                                                  str(a.get("run")), a.get("rank") or 0))
+
+
+def render_alerts(alerts: List[Dict[str, Any]]) -> str:
+    """One line per active alert; a consequence of another says so."""
+    if not alerts:
+        return ""
+    rows = [["STATE", "SEVERITY", "ALERT", "RUN", "RANK", "STEP", "SUMMARY"]]
+    for a in alerts:
+        rows.append([str(a.get("state")), str(a.get("severity")), str(a.get("alert")),
+                     str(a.get("run")), str(a.get("rank")), str(a.get("step")),
+                     fmt.consequence(a.get("caused_by"), str(a.get("summary") or ""))])
+    return "alerts (the sidecar's alerts.jsonl):\n" + table(rows) + "\n"
+
+
 def read_spool(run_dir: Path) -> tuple:
     """Read the whole spool once through the pipeline (no rules): ``(store, errors)``."""
     errors: List[SpoolError] = []
@@ -95,4 +120,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"no events yet in {args.run_dir / 'events'} (expected rank-<N>.jsonl files)")
         return 0
     sys.stdout.write(render(store, errors, time.time()))
+    sys.stdout.write(render_alerts(journalled_alerts(args.run_dir)))
     return 0

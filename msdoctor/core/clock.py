@@ -112,6 +112,18 @@ def split_at_gaps(batch: StepBatch, t_before: float, step_before: float = -math.
     return parts
 
 
+def latest_time(batch: Optional[StepBatch]) -> float:
+    """The latest known step time of ``batch`` (-inf when it has none)."""
+    if batch is None or not len(batch):
+        return -math.inf
+    t = np.asarray(batch.t, dtype=np.float64)
+    latest = float(t.max())
+    if latest == latest:                    # no unknown time in the batch (the usual case)
+        return latest
+    known = t[~np.isnan(t)]
+    return float(known.max()) if known.size else -math.inf
+
+
 class RankTimes:
     """Per (run, rank): the last record time and step seen, and the last time it was ticked."""
 
@@ -122,11 +134,11 @@ class RankTimes:
     def before(self, run: str, rank: int) -> Tuple[float, float]:
         return self.record.get((run, rank), (-math.inf, -math.inf))
 
-    def note(self, run: str, rank: int, batch: StepBatch) -> None:
+    def note(self, run: str, rank: int, batch: StepBatch, t_max: Optional[float] = None) -> None:
+        """``batch`` was read (``t_max``: its :func:`latest_time`, when the caller has it)."""
         before, _ = self.before(run, rank)
-        t_ok = batch.t[~np.isnan(batch.t)]
-        self.record[(run, rank)] = (max(before, float(t_ok.max())) if t_ok.size else before,
-                                    float(batch.steps[-1]))
+        t_max = latest_time(batch) if t_max is None else t_max
+        self.record[(run, rank)] = (max(before, t_max), float(batch.steps[-1]))
 
     def last_tick(self, run: str, rank: int) -> float:
         return self.ticked.get((run, rank), -math.inf)

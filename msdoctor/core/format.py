@@ -167,6 +167,13 @@ def plain(x: float) -> str:
     return f"{x:.6g}"
 
 
+def consequence(caused_by: object, summary: str = "") -> str:
+    """An alert's summary, marked when the alert is a consequence of another firing alert."""
+    if not caused_by:
+        return summary
+    return f"↳ consequence of {caused_by}" + (f": {summary}" if summary else "")
+
+
 def humanize(x: float) -> str:
     """SI prefixes with 4 significant digits, down to nano: 1234 -> ``1.234k``,
     0.002 -> ``2m``."""

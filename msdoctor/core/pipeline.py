@@ -29,13 +29,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
-import numpy as np
-
 from msdoctor.core import snapshot
 from msdoctor.core.alerts.active import ActiveAlerts, AlertListener
 from msdoctor.core.alerts.feed import JournalReader
 from msdoctor.core.batch import StepBatch
-from msdoctor.core.clock import RankTimes, RecordClock, WallClock, split_at_gaps
+from msdoctor.core.clock import RankTimes, RecordClock, WallClock, latest_time, split_at_gaps
 from msdoctor.core.consumers import Consumer
 from msdoctor.core.limits import MAX_RUNS, RunLimit
 from msdoctor.core.spool import DEFAULT_POLL_BYTES, Chunk, SpoolTailer, drain
@@ -238,7 +236,7 @@ class Pipeline:
                 self._call("engine", self, "_feed", chunk.run, chunk.rank, chunk.others,
                            chunk.steps)
             else:
-                self._note(chunk.others, chunk.steps)
+                self._note(chunk.others, latest_time(chunk.steps))
             for name, consumer in zip(self._names, self.consumers):
                 if hasattr(consumer, "on_chunk"):
                     self._call(name, consumer, "on_chunk", chunk, self.store)
@@ -248,16 +246,19 @@ class Pipeline:
         """One item of a recording (a log read into batches), as if it came from a spool."""
         self.apply(Chunk(source, rank, run, events=list(others), steps=steps, others=others))
 
-    def _note(self, others: List[Dict[str, Any]], batch: Optional[StepBatch]) -> None:
-        if batch is not None and len(batch):
-            t_max = float(np.nanmax(batch.t)) if not np.isnan(batch.t).all() else -math.inf
-            self.last_record_t = max(self.last_record_t, t_max)
+    def _note(self, others: List[Dict[str, Any]], t_max: float) -> None:
+        """Under a :class:`RecordClock`, move its ``now`` to the latest record time read
+        (``t_max``: the chunk's latest step time). A wall clock needs none of this."""
+        if self.clock.live:
+            return
+        latest = max(self.last_record_t, t_max)
         for e in others:
             t = e.get("t")
-            if isinstance(t, (int, float)) and not isinstance(t, bool) and t > self.last_record_t:
-                self.last_record_t = float(t)
+            if isinstance(t, (int, float)) and not isinstance(t, bool) and t > latest:
+                latest = float(t)
+        self.last_record_t = latest
         if isinstance(self.clock, RecordClock):
-            self.clock.last_t = self.last_record_t
+            self.clock.last_t = latest
 
     def _feed(self, run: str, rank: int, others: List[Dict[str, Any]],
               batch: Optional[StepBatch]) -> None:
@@ -266,9 +267,13 @@ class Pipeline:
         goes with the last part (the rank was running during its pauses), the rest with the
         first."""
         engine = self.engine
-        self._note(others, batch)
+        t_max = latest_time(batch)
+        self._note(others, t_max)
         before, step_before = self.times.before(run, rank)
-        if batch is None or not len(batch) or not math.isfinite(before) and len(batch) < 2:
+        if (batch is None or not len(batch) or not math.isfinite(before) and len(batch) < 2
+                or self.times.last_tick(run, rank) >= t_max):
+            # nothing to cut: no pause inside, or the rank was ticked past all of it already
+            # (live, the wall clock runs ahead of the records), so no tick falls in between
             engine.process(run, rank, others, batch)
         else:
             parts = split_at_gaps(batch, before, step_before)
@@ -285,7 +290,7 @@ class Pipeline:
                         engine.tick_rank(run, rank, now)
                         self.times.tick(run, rank, now)
         if batch is not None and len(batch):
-            self.times.note(run, rank, batch)
+            self.times.note(run, rank, batch, t_max)
 
     # -- time ---------------------------------------------------------------
     def tick(self, now: Optional[float] = None) -> None:

@@ -4,7 +4,10 @@ Mapping: ``alertname`` = the rule, plus ``severity``, ``run``, ``rank`` and
 ``source="msdoctor"`` (and any extra labels given) as labels; ``summary``,
 ``cause``, ``fix``, ``runbook_url``, ``value`` and the steps as annotations.
 Like Prometheus, only firing and resolved alerts are sent (Alertmanager has no
-"pending"). Alertmanager forgets an alert whose ``endsAt`` has passed, so firing
+"pending"). An alert marked ``caused_by`` (a consequence of another alert firing on
+the same rank, see the rules' ``consequence_of``) is not sent: its cause is; if the cause
+ends first, the engine journals it again as firing on its own, and that is sent. Alertmanager
+forgets an alert whose ``endsAt`` has passed, so firing
 alerts carry ``endsAt = now + 4 x resend_interval`` and are re-sent every
 ``resend_interval``; a resolved alert is sent once more with ``endsAt`` = when
 it resolved.
@@ -63,7 +66,7 @@ class AlertmanagerDeliverer(Deliverer):
     # -- the feed side ---------------------------------------------------------------
     def on_alert(self, transition: Dict[str, Any]) -> None:
         state = transition.get("state")
-        if state == "pending":
+        if state == "pending" or transition.get("caused_by"):
             return
         key = alert_key(transition)
         with self._lock:

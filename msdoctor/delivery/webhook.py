@@ -3,7 +3,8 @@
 Body: ``{"version": "1", "source": "msdoctor", "receiver": NAME, "alerts": [...]}``
 where each alert is the transition as written to ``alerts.jsonl`` (non-finite
 numbers as the strings ``"nan"``, ``"inf"``, ``"-inf"``). By default only
-firing and resolved transitions are sent, as Alertmanager would.
+firing and resolved transitions are sent, as Alertmanager would, and none marked
+``caused_by`` (a consequence of another alert firing on the same rank: its cause is sent).
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ class WebhookDeliverer(Deliverer):
         self.states = frozenset(states)
 
     def on_alert(self, transition: Dict[str, Any]) -> None:
-        if transition.get("state") in self.states:
+        if transition.get("state") in self.states and not transition.get("caused_by"):
             super().on_alert(transition)
 
     def payload(self, batch: List[Dict[str, Any]]) -> Dict[str, Any]:

@@ -105,7 +105,7 @@ def _families(store: Store, alerts: Optional[AlertSource],
             rank = a.get("rank")
             alert.add((str(a.get("alert", "")), str(a.get("state", "")),
                        str(a.get("severity", "")), str(a.get("run", "")),
-                       "" if rank is None else str(rank)), 1.0)
+                       "" if rank is None else str(rank), str(a.get("caused_by") or "")), 1.0)
     delivered, failed, dropped = (Family(names.NOTIFICATIONS), Family(names.DELIVERY_FAILURES),
                                   Family(names.DELIVERY_DROPPED))
     for d in deliverers:

@@ -83,7 +83,7 @@ def loopback_hosts(listen_host: str) -> FrozenSet[str]:
 
 
 def host_name(value: str) -> str:
-    """The host part of a ``Host`` header (``[::1]:9400`` -> ``::1``), lower case."""
+    """The host part of a ``Host`` header (``[::1]:9089`` -> ``::1``), lower case."""
     value = value.strip().lower()
     if value.startswith("["):
         end = value.find("]")

@@ -1,6 +1,6 @@
 """The sidecar's HTTP endpoint: ``/metrics`` for Prometheus, ``/api/v1`` for the TUI.
 
-Loopback by default (``127.0.0.1:9400``). Any other address needs
+Loopback by default (``127.0.0.1:9089``). Any other address needs
 ``allow_remote=True`` (``--allow-remote``), and ``/api`` there answers only with the
 bearer token (``--api-token`` or ``MSDOCTOR_API_TOKEN``; without one it is refused
 with 403, ``/metrics`` stays open). Only GET and HEAD are served; other methods get
@@ -56,7 +56,7 @@ class ListenError(MsdoctorError, ValueError):
 
 
 def parse_listen(text: str, what: str = "listen address") -> Tuple[str, int]:
-    """``"127.0.0.1:9400"``, ``"[::1]:9400"``, ``"localhost:0"`` -> ``(host, port)``.
+    """``"127.0.0.1:9089"``, ``"[::1]:9089"``, ``"localhost:0"`` -> ``(host, port)``.
 
     Port 0 is allowed: the system picks a free port, and the server logs the real one
     (:attr:`SidecarServer.url`). ``what`` names the value in the error (e.g. ``--listen``).
@@ -194,7 +194,7 @@ class SidecarServer:
 
     >>> server = SidecarServer(StoreCollector(sidecar.store, feed), api=Api(ctx))
     >>> server.start(); server.url
-    'http://127.0.0.1:9400'
+    'http://127.0.0.1:9089'
     """
 
     def __init__(self, collector: StoreCollector, api: Any = None, listen: str = DEFAULT_LISTEN,

@@ -18,35 +18,46 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 from msdoctor.core.clock import RecordClock
 from msdoctor.core.pipeline import Item, Pipeline
 from msdoctor.core.runstats import RunStats
+from msdoctor.replay.crashes import ErrorScan
+from msdoctor.replay.diagnosis import SpoolErrors, diagnose
 from msdoctor.replay.formats import (
     FORMATS,
     READERS,
     FormatError,
     detect,
-    expand,
     file_order,
     is_spool,
     rank_of,
 )
 from msdoctor.replay.progress import ProgressBar
 from msdoctor.replay.recording import Recording
+from msdoctor.replay.textfile import blocks
+from msdoctor.replay.tree import select
 
 TABLE_FIELDS = ("alert", "severity", "run", "rank", "step", "first_step", "value", "summary",
-                "cause", "fix", "runbook_url", "t", "labels", "values", "action")
+                "cause", "fix", "runbook_url", "t", "labels", "values", "action", "caused_by")
 
 
 def load(paths: List[str], fmt: str = "auto", rank: Optional[int] = None,
          run: Optional[str] = None, seq_length: Optional[int] = None,
          progress: Optional[bool] = None) -> Recording:
     """Read log files (not spools) into a :class:`Recording`; raises :class:`FormatError`."""
-    files = expand(paths)
-    if not files:
-        raise FormatError(f"no log files found in {', '.join(paths)}")
-    missing = [str(f) for f in files if not f.is_file()]
+    chosen = select(paths)
+    empty = [s for s in chosen.sources if s.role == "steps" and s.fmt is None and _empty(s.path)]
+    for source in empty:
+        chosen.skip(source.path, "empty file")
+    sources = [s for s in chosen.sources if s not in empty]
+    if not sources:
+        why = f"; skipped {chosen.skipped[0][0]}: {chosen.skipped[0][1]}" if chosen.skipped else ""
+        raise FormatError(f"{', '.join(paths)}: no logs found (expected MindFormers' "
+                          "output/log/rank_N/info.log or output/msrun_log/worker_N.log, log files, "
+                          f"or a run directory with events/rank-N.jsonl){why}")
+    missing = [str(s.path) for s in sources if not s.path.is_file()]
     if missing:
         raise FormatError(f"{missing[0]}: no such file (expected a log file, a directory of "
                           "logs, or a run directory with events/rank-N.jsonl)")
-    kinds = {f: (fmt if fmt != "auto" else detect(f)) for f in files}
+    logs = [s for s in sources if s.role == "steps"]
+    kinds = {s.path: (fmt if fmt != "auto" else s.fmt or _detect(s.path)) for s in logs}
     found = sorted(set(kinds.values()))
     if "spool" in found:
         raise FormatError(f"{', '.join(str(f) for f, k in kinds.items() if k == 'spool')}: a spool; "
@@ -54,18 +65,55 @@ def load(paths: List[str], fmt: str = "auto", rank: Optional[int] = None,
     if len(found) > 1:
         raise FormatError("inputs in several formats (" + ", ".join(
             f"{f}: {k}" for f, k in kinds.items()) + "); replay one format at a time or pass --format")
-    name = found[0]
+    name = found[0] if found else "mindformers"
     if name not in READERS:
         raise FormatError(f"unknown format {name!r}; expected one of {', '.join(FORMATS)}")
     recording = Recording(name)
+    recording.skipped = list(chosen.skipped)
     run_name = run or _run_name(paths)
-    bar = ProgressBar(sum(os.path.getsize(f) for f in files), progress)
+    bar = ProgressBar(sum(os.path.getsize(s.path) for s in sources), progress)
     reader = READERS[name]
-    for path in sorted(files, key=lambda f: (rank_of(f, rank), file_order(f))):
-        reader(str(path), run_name, rank_of(path, rank), recording, bar.update, seq_length)
+    # per rank, step logs first: an error they share with error.log is shown where it has context
+    for source in sorted(sources, key=lambda s: (rank_of(s.path, rank), s.role == "errors",
+                                                 file_order(s.path))):
+        path, at = str(source.path), rank_of(source.path, rank)
+        try:
+            if source.role == "errors":
+                read_errors(path, run_name, at, recording, bar.update)
+            else:
+                reader(path, run_name, at, recording, bar.update, seq_length)
+        except OSError as exc:
+            raise FormatError(f"{path}: cannot read it ({exc.strerror or exc}); expected a "
+                              "readable log file") from None
     bar.close()
     recording.bytes = bar.done
     return recording
+
+
+def _empty(path: Path) -> bool:
+    """True for a file with nothing in it (read, not stat: /proc files say size 0)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(1) == b""
+    except OSError:
+        return False                # unreadable: said when it is read
+
+
+def _detect(path: Path) -> str:
+    try:
+        return detect(path)
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot read it ({exc.strerror or exc}); expected a readable "
+                          "log file") from None
+
+
+def read_errors(path: str, run: str, rank: int, out: Recording, progress: Any = None) -> None:
+    """An errors-only log (``error.log``): its ERROR lines and tracebacks, no steps."""
+    scan = ErrorScan(path)
+    for first_line, text, is_last in blocks(path, progress):
+        out.lines += text.count("\n") + (1 if is_last else 0)
+        scan.feed(text, first_line)
+    out.add_errors(run, rank, scan, errors_only=True)
 
 
 def _run_name(paths: List[str]) -> str:
@@ -104,16 +152,20 @@ def evaluate(items: Iterable[Item], rules: Any, observe: Optional[Callable[[Item
 def evaluate_spool(run_dir: Path, rules: Any, observe: Optional[Callable[[Item], None]] = None
                    ) -> Tuple[Dict[str, Any], List[str]]:
     """Run ``rules`` over a run directory's spool as the live sidecar would judge it now
-    (wall clock); the result and the spool's bad lines."""
+    (wall clock); the result (with the per-rank diagnoses) and the spool's bad lines."""
     pipeline = Pipeline(run_dir, rules=rules, store=False, keep_transitions=True, persist=False)
     stats = RunStats()
     errors: List[str] = []
+    failures = SpoolErrors()
+    seen_ranks: set = set()
     counts = [0, 0]
     started = time.perf_counter()
 
     def seen(chunk: Any) -> None:
         errors.extend(str(e) for e in chunk.errors)
         counts[0] += len(chunk.others)
+        failures.observe(chunk.run, chunk.rank, chunk.others)
+        seen_ranks.add((chunk.run, chunk.rank))
         if chunk.steps is not None and len(chunk.steps):
             counts[1] += len(chunk.steps)
             stats.add(chunk.steps)
@@ -123,8 +175,10 @@ def evaluate_spool(run_dir: Path, rules: Any, observe: Optional[Callable[[Item],
     with _no_gc():
         pipeline.drain(seen)
         pipeline.finish()
-    return (result_of(pipeline, rules, counts[0], counts[1], stats,
-                      time.perf_counter() - started), errors)
+    result = result_of(pipeline, rules, counts[0], counts[1], stats, time.perf_counter() - started)
+    result["ranks"] = diagnose(result, {k: (v, len(v)) for k, v in failures.found.items()},
+                               seen_ranks)
+    return result, errors
 
 
 @contextlib.contextmanager
@@ -156,6 +210,7 @@ def result_of(pipeline: Pipeline, rules: Any, events: int, steps: int, stats: Ru
         "summary": {
             "rules": len(rules), "events": events + steps, "steps": steps,
             "runs": sorted(engine.runs), "ranks": len(ranks), "firing": len(firing),
+            "consequences": sum(1 for a in firing if a.caused_by),
             "transitions": len(transitions), "by_alert": by_alert,
             "still_firing": [f"{a['alert']}@{a['run']}/{a['rank']}"
                              for a in pipeline.alerts.firing()],
@@ -181,7 +236,10 @@ def replay_paths(paths: List[str], rules: Any, fmt: str = "auto", rank: Optional
                               f"{Path(paths[0]) / 'events'}/rank-N.jsonl)")
         recording = load(paths, fmt, rank, run, seq_length, progress)
         result = evaluate(items_of(recording), rules, observe)
-        facts = {"format": recording.format,
+        result["ranks"] = diagnose(result, {k: (log.errors, log.error_count)
+                                            for k, log in recording.ranks.items() if log.errors},
+                                   recording.ranks)
+        facts = {"format": recording.format, "skipped": recording.skipped,
                  "inputs": sorted({s for log in recording.ranks.values() for s in log.sources}),
                  "lines": recording.lines, "bytes": recording.bytes,
                  "parse_errors": recording.problems.examples,

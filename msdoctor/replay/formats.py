@@ -3,52 +3,35 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
-from msdoctor.replay import mindformers, mindspore, table
-from msdoctor.wire.errors import MsdoctorError
+from msdoctor.replay import mindformers, mindspore, table, tensorboard
+from msdoctor.replay.recording import FormatError
+from msdoctor.replay.tree import ROTATED
 from msdoctor.wire.layout import is_run_dir
 
 #: Formats in the order autodetection tries them.
-FORMATS = ("spool", "mindformers", "mindspore", "csv", "jsonl")
+FORMATS = ("spool", "mindformers", "mindspore", "tensorboard", "csv", "jsonl")
 SNIFF_CHARS = 1 << 20
 
 Reader = Callable[..., None]
 READERS: Dict[str, Reader] = {
     "mindformers": mindformers.read,
     "mindspore": mindspore.read,
+    "tensorboard": tensorboard.read,
     "csv": table.read_csv,
     "jsonl": table.read_jsonl,
 }
 _SNIFFERS = (("mindformers", mindformers.sniff), ("mindspore", mindspore.sniff),
-             ("jsonl", table.sniff_jsonl), ("csv", table.sniff_csv))
+             ("tensorboard", tensorboard.sniff), ("jsonl", table.sniff_jsonl),
+             ("csv", table.sniff_csv), ("mindformers", mindformers.sniff_logger))
 _RANK = (re.compile(r"rank[_-]?(\d+)"), re.compile(r"worker[_-]?(\d+)"),
          re.compile(r"device[_-]?(\d+)"))
-_ROTATED = re.compile(r"\.log\.(\d+)\Z")
-_LOG_SUFFIXES = (".log", ".txt", ".out", ".csv", ".jsonl", ".json", ".tsv")
-
-
-class FormatError(MsdoctorError, ValueError):
-    """No reader recognises an input: names the formats tried and the first unreadable line."""
 
 
 def is_spool(path: Path) -> bool:
     """A run directory (``events/rank-N.jsonl``)."""
     return is_run_dir(path)
-
-
-def expand(paths: List[str]) -> List[Path]:
-    """Files to read: files as given; directories walked for log-like files (sorted)."""
-    found: List[Path] = []
-    for text in paths:
-        path = Path(text)
-        if path.is_dir() and not is_spool(path):
-            for child in sorted(path.rglob("*")):
-                if child.is_file() and (child.suffix in _LOG_SUFFIXES or _ROTATED.search(child.name)):
-                    found.append(child)
-        else:
-            found.append(path)
-    return found
 
 
 def rank_of(path: Path, hint: Optional[int] = None) -> int:
@@ -67,7 +50,7 @@ def rank_of(path: Path, hint: Optional[int] = None) -> int:
 def file_order(path: Path) -> Tuple[str, int]:
     """Sort key putting rotated logs (``info.log.3`` older than ``info.log.1`` older than
     ``info.log``) in time order within a directory."""
-    m = _ROTATED.search(path.name)
+    m = ROTATED.search(path.name)
     if m:
         return (str(path.parent / path.name[:m.start() + 4]), -int(m.group(1)))
     return (str(path), 0)
@@ -93,4 +76,7 @@ def detect(path: Path) -> str:
     first = next(((i, ln) for i, ln in enumerate(head.splitlines(), 1) if ln.strip()), None)
     where = (f"first unreadable line {path}:{first[0]}: {first[1][:160]!r}" if first
              else "the file is empty")
+    if first and first[0] == 1 and ("," in first[1] or "\t" in first[1]):
+        where += (" (a CSV header needs a 'step' column and event field names, docs/formats/csv.md; "
+                  "a TensorBoard export starts 'Wall time,Step,Value')")
     raise FormatError(f"{path}: unknown log format (tried {', '.join(FORMATS)}); {where}")

@@ -27,8 +27,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from msdoctor.replay.crashes import ErrorScan
 from msdoctor.replay.numbers import flags, floats
-from msdoctor.replay.recording import Block, Recording
+from msdoctor.replay.recording import Block, FormatError, Recording
 from msdoctor.replay.textfile import Progress, blocks
 from msdoctor.wire.schema import INT64_MAX, INT64_MIN
 
@@ -50,6 +51,16 @@ _STEP = (
 STEP = re.compile(_STEP, re.M)
 STAMP = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[,.](\d{3})")
 PROGRESS = re.compile(r"\| ([^ \n|]+) samples/s/p")
+#: A line of MindFormers' logger (the file handler's or the stdout handler's layout) or of
+#: MindSpore's own (``[WARNING] ME(pid:tid,MainProcess):2025-01-01-10:00:00.123.456 [...]``).
+LOGGER = re.compile(r"^\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\] [A-Z_]+\(\d+[,:][^)\n]*\):\d{4}-"
+                    r"|^\[(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} "
+                    r"\[[^\]\n]+:\d+\] \S+: "
+                    r"|^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - mindformers[^\n]*?\[[^\]\n]+:\d+\] - "
+                    r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - ", re.M)
+#: A line that reports a training step (an epoch or step counter and a loss) in some layout.
+STEPLIKE = re.compile(r"^[^\n]*(?:print_output_info: |\b[Ee]poch\b[^\n]*\b[Ss]tep\b)[^\n]*"
+                      r"\b[Ll]oss\b[^\n]*$", re.M)
 
 
 def sniff(text: str) -> bool:
@@ -57,18 +68,43 @@ def sniff(text: str) -> bool:
     return STEP.search(text) is not None
 
 
+def sniff_logger(text: str) -> bool:
+    """True if ``text`` holds lines of MindFormers' or MindSpore's logger (a log without step
+    lines yet: a job that died before its first step, msrun's scheduler log)."""
+    return LOGGER.search(text) is not None
+
+
 def read(path: str, run: str, rank: int, out: Recording, progress: Progress = None,
          seq_length: Optional[int] = None) -> None:
-    """Parse ``path`` into ``out`` (rank ``rank`` of ``run``)."""
+    """Parse ``path`` into ``out`` (rank ``rank`` of ``run``): its step lines and its errors.
+
+    Raises :class:`FormatError` for a log whose step lines all have a layout this reader does
+    not know (another MindFormers release): nothing of it would be read.
+    """
+    scan = ErrorScan(path)
+    steps = 0
+    unknown: Optional[Tuple[int, str]] = None
     for first_line, text, is_last in blocks(path, progress):
         out.lines += text.count("\n") + (1 if is_last else 0)
+        scan.feed(text, first_line)
         if is_last:         # a line is complete only with its newline (as in the spool)
             if MARK in text:
                 out.problems.note(f"{path}:{first_line}: unterminated last line skipped")
             continue
         block = parse_block(text, path, first_line, out, seq_length)
         if block is not None:
+            steps += len(block.steps)
             out.add(run, rank, path, block)
+        elif unknown is None and not steps:
+            m = STEPLIKE.search(text)
+            if m is not None:
+                unknown = (first_line + text.count("\n", 0, m.start()), m.group(0).strip())
+    out.add_errors(run, rank, scan)
+    if not steps and unknown is not None:
+        raise FormatError(
+            f"{path}:{unknown[0]}: a training step line in a layout this msdoctor does not read "
+            "(expected MindFormers 1.3-1.9 MFLossMonitor's '{ Epoch:[e/E], step:[s/S], loss..., "
+            f"per_step_time: Nms, ..., overflow cond: ..., loss_scale: ...'), got {unknown[1][:160]!r}")
 
 
 def parse_block(text: str, path: str, first_line: int, out: Recording,

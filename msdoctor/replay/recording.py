@@ -13,12 +13,19 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 from msdoctor.core.batch import StepBatch, assemble
+from msdoctor.replay.crashes import ErrorLine, ErrorScan, merge
+from msdoctor.wire.errors import MsdoctorError
 
 #: Rows per batch handed to the engine (its cost is per operator and batch, not per row).
 BATCH_ROWS = 32768
 
 #: ``name -> (values float64, recorded bool or None for all)``
 Columns = Dict[str, Tuple[np.ndarray, Optional[np.ndarray]]]
+
+
+class FormatError(MsdoctorError, ValueError):
+    """An input no reader can read: names the path, what was expected and, where it helps, the
+    first unreadable line."""
 
 
 class Problems:
@@ -61,6 +68,13 @@ class RankLog:
     rank: int
     blocks: List[Block] = field(default_factory=list)
     sources: List[str] = field(default_factory=list)
+    errors: List[ErrorLine] = field(default_factory=list)     # the first ones, in time order
+    counts: Dict[bool, int] = field(default_factory=dict)     # errors-only file? -> errors
+
+    @property
+    def error_count(self) -> int:
+        """Errors of this rank: info.log holds error.log's lines too, so the larger count."""
+        return max(self.counts.values(), default=0)
 
 
 class Recording:
@@ -74,6 +88,8 @@ class Recording:
         self.bytes = 0
         self.unknown_columns: List[str] = []
         self.others: Dict[Tuple[str, int], List[dict]] = {}   # run_start etc. (tables: none)
+        self.skipped: List[Tuple[str, str]] = []       # (path, why) of inputs not read
+        self.merge_by_step = False     # blocks of a rank are columns of the same steps (TensorBoard)
 
     def rank_log(self, run: str, rank: int, source: str) -> RankLog:
         log = self.ranks.get((run, rank))
@@ -87,11 +103,17 @@ class Recording:
         if len(block.steps):
             self.rank_log(run, rank, source).blocks.append(block)
 
+    def add_errors(self, run: str, rank: int, scan: ErrorScan, errors_only: bool = False) -> None:
+        """The errors one file of this rank holds (the rank is known even without steps)."""
+        log = self.rank_log(run, rank, scan.path)
+        log.errors = merge(log.errors, scan.found)
+        log.counts[errors_only] = log.counts.get(errors_only, 0) + scan.count
+
     def batches(self, rows: int = BATCH_ROWS) -> Iterator[StepBatch]:
         """Step batches of every rank, interleaved in time order of their first rows."""
         pending: List[Tuple[float, int, StepBatch]] = []
         for order, log in enumerate(self.ranks.values()):
-            steps, t, columns = _concat(log.blocks)
+            steps, t, columns = (_merge if self.merge_by_step else _concat)(log.blocks)
             if not len(steps):
                 continue
             if np.isnan(t).all():
@@ -133,6 +155,26 @@ def _concat(blocks: List[Block]) -> Tuple[np.ndarray, np.ndarray, Columns]:
         mask = np.concatenate(masks)
         columns[name] = (np.concatenate(values), None if mask.all() else mask)
     return steps, t, columns
+
+
+def _merge(blocks: List[Block]) -> Tuple[np.ndarray, np.ndarray, Columns]:
+    """Blocks holding different columns of the same steps, as one block on the union of steps."""
+    if not blocks:
+        return np.zeros(0, np.int64), np.zeros(0), {}
+    steps = np.unique(np.concatenate([b.steps for b in blocks]))
+    n = len(steps)
+    t = np.full(n, np.nan)
+    merged: Dict[str, Tuple[np.ndarray, np.ndarray]] = {}
+    for b in blocks:
+        at = np.searchsorted(steps, b.steps)
+        unset = np.isnan(t[at])
+        t[at[unset]] = b.t[unset]
+        for name, (v, m) in b.columns.items():
+            values, have = merged.setdefault(name, (np.full(n, np.nan), np.zeros(n, bool)))
+            rec = np.ones(len(at), bool) if m is None else m
+            values[at[rec]] = v[rec]
+            have[at[rec]] = True
+    return steps, t, {k: (v, None if h.all() else h) for k, (v, h) in merged.items()}
 
 
 def _synthetic_clock(columns: Columns, n: int) -> np.ndarray:

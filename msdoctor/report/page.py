@@ -49,6 +49,7 @@ def render_page(result: Dict[str, Any], series: CurveCollector, title: str) -> s
              f"<p class=\"facts\">{_facts(s)}</p>",
              f"<div class=\"summary\">{escape(describe(s.get('stats') or {}))}</div>"]
     parts.append(_problems(s))
+    parts.append(_rank_table(result.get("ranks") or [], s.get("skipped") or []))
     parts.append("<h2>Training curves</h2>")
     parts.append(_chart_loss(series, markers))
     overflow = series.overflows()
@@ -128,6 +129,29 @@ def _value(v: Any) -> str:
     return escape(str(v))
 
 
+def _rank_table(ranks: List[Dict[str, Any]], skipped: List[Any]) -> str:
+    """Per rank: steps, alerts, the first error with its time and the hint; then skipped paths."""
+    if not ranks:
+        return ""
+    rows = []
+    for r in ranks:
+        error = r.get("first_error")
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(error["t"])) \
+            if error and error.get("t") is not None else ""
+        rows.append(
+            f"<tr><td>{r['rank']}</td><td>{r['steps']:,}</td>"
+            f"<td>{escape(', '.join(sorted({a['alert'] for a in r['alerts']})) or '-')}</td>"
+            f"<td>{escape(r['diagnosis'])}"
+            + (f"<div class=\"cause\">First error ({escape(when)}, {escape(error['where'])}): "
+               f"{escape(error['text'])}</div>" if error else "")
+            + (f"<div class=\"fix\">Hint: {escape(r['hint'])}</div>" if r.get("hint") else "")
+            + "</td></tr>")
+    skip = "".join(f"<br>{escape(str(p))}: {escape(str(why))}" for p, why in skipped[:50])
+    return ("<h2>Ranks</h2><table><tr><th>Rank</th><th>Steps</th><th>Alerts</th>"
+            "<th>Diagnosis</th></tr>" + "".join(rows) + "</table>"
+            + (f"<p class=\"problems\">Skipped:{skip}</p>" if skip else ""))
+
+
 def _alert_table(alerts: List[Dict[str, Any]]) -> str:
     if not alerts:
         return "<h2>Alerts</h2><p class=\"none\">No alert fired.</p>"
@@ -139,7 +163,9 @@ def _alert_table(alerts: List[Dict[str, Any]]) -> str:
             f"<tr><td>{a.get('step')}</td><td>{a.get('rank')}</td>"
             f"<td><span class=\"sev\" style=\"background:{severity_colour(sev)}\">{escape(sev)}</span></td>"
             f"<td><b>{escape(a.get('alert', ''))}</b></td><td>{_value(a.get('value'))}</td>"
-            f"<td>{escape(a.get('summary', ''))}"
+            + (f"<td><div class=\"cause\">&#8627; consequence of {escape(a['caused_by'])} "
+               "(not notified on its own)</div>" if a.get("caused_by") else "<td>")
+            + f"{escape(a.get('summary', ''))}"
             + (f"<div class=\"cause\">Cause: {escape(a['cause'])}</div>" if a.get("cause") else "")
             + (f"<div class=\"fix\">Fix: {escape(a['fix'])}</div>" if a.get("fix") else "")
             + (f"<div class=\"cause\">Runbook: {escape(link)}</div>" if link else "")

@@ -30,6 +30,10 @@ def detail_text(item: AlertItem, mark: str = "") -> Text:
         Text(where + steps, style="dim"),
     ]
     parts[1].append(f"   value {fmt.number(item.value, 6)}")
+    if item.caused_by:
+        parts.append(Text.assemble((f"↳ consequence of {item.caused_by}", "italic magenta"),
+                                   (" firing on the same rank: not notified on its own; the "
+                                    "cause's fix comes first", "dim")))
     for label, body in (("Summary", item.summary), ("Cause", item.cause), ("Fix", item.fix),
                         ("Runbook", item.runbook_url)):
         if not body:

@@ -53,6 +53,12 @@ def matches(item: AlertItem, text: str) -> bool:
     return all(word in hay for word in low.split())
 
 
+def consequence_text(item: AlertItem, style: str = "") -> Text:
+    """The summary cell of an alert that is a consequence of another one on its rank."""
+    return Text.assemble((f"↳ consequence of {item.caused_by}", "italic magenta"),
+                         (f": {item.summary}" if item.summary else "", style or "dim"))
+
+
 class AlertsPane(Vertical):
     """A table of alerts; posts :class:`AlertsPane.Opened` on Enter or a click."""
 
@@ -91,7 +97,7 @@ class AlertsPane(Vertical):
         """Show ``items``; the table is rebuilt only when they changed (1000s of rows),
         and while the pane is hidden only when it is shown again (:meth:`flush`)."""
         items = list(items)
-        signature = [(a.key, a.state, a.step, a.first_step, a.t) for a in items]
+        signature = [(a.key, a.state, a.step, a.first_step, a.t, a.caused_by) for a in items]
         if signature == self._signature and self.table.row_count:
             return
         self.items, self._signature = items, signature
@@ -130,7 +136,7 @@ class AlertsPane(Vertical):
                 "-" if a.rank is None else str(a.rank),
                 "-" if a.step is None else str(a.step),
                 fmt.number(a.value, 4),
-                Text(a.summary, style=dim))
+                consequence_text(a, dim) if a.caused_by else Text(a.summary, style=dim))
         if keep is not None:
             for i, a in enumerate(self.shown):
                 if a.key == keep:
@@ -141,6 +147,9 @@ class AlertsPane(Vertical):
         resolved = sum(1 for a in self.items if a.state == "resolved")
         hidden = sum(1 for a in self.items if a.key in self.marks.silenced)
         note = f"{firing} firing, {pending} pending, {resolved} resolved"
+        consequences = sum(1 for a in self.items if a.caused_by and a.state == "firing")
+        if consequences:
+            note += f" ({consequences} firing as consequences of another alert)"
         if hidden:
             note += f"; {hidden} silenced ({'shown' if self.show_silenced else 'hidden'}, v)"
         if self.filter_text:

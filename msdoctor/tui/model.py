@@ -35,15 +35,18 @@ class AlertItem:
     fix: str = ""
     runbook_url: str = ""
     t: Optional[float] = None
+    caused_by: Optional[str] = None       # the alert on this rank it is a consequence of
 
     @property
     def key(self) -> AlertKey:
         return (self.alert, self.run, self.rank)
 
-    def order(self) -> Tuple[int, int, str, int]:
-        """Sort key: firing before pending before resolved, critical first."""
-        return (STATE_ORDER.get(self.state, 9), SEVERITY_ORDER.get(self.severity, 9),
-                self.alert, -1 if self.rank is None else self.rank)
+    def order(self) -> Tuple[int, int, int, str, int]:
+        """Sort key: firing before pending before resolved, root causes before their
+        consequences, critical first."""
+        return (STATE_ORDER.get(self.state, 9), 1 if self.caused_by else 0,
+                SEVERITY_ORDER.get(self.severity, 9), self.alert,
+                -1 if self.rank is None else self.rank)
 
 
 @dataclass

@@ -91,7 +91,8 @@ def alert_item(a: AlertView) -> AlertItem:
         run="" if a.run is None else str(a.run),
         rank=a.rank if isinstance(a.rank, int) else None, step=a.step, first_step=a.first_step,
         value=as_float(a.value), summary=str(a.summary or ""), cause=str(a.cause or ""),
-        fix=str(a.fix or ""), runbook_url=str(a.runbook_url or ""), t=as_float(a.t))
+        fix=str(a.fix or ""), runbook_url=str(a.runbook_url or ""), t=as_float(a.t),
+        caused_by=str(a.caused_by) if a.caused_by else None)
 
 
 class Reader:

@@ -26,8 +26,10 @@ STOP_FILE = os.path.join(CONTROL_DIR, "stop.json")
 ALERTS_FILE = "alerts.jsonl"
 STATE_DIR = ".msdoctor"
 
-#: Where ``msdoctor serve`` listens unless told otherwise (loopback only).
-DEFAULT_LISTEN = "127.0.0.1:9400"
+#: Where ``msdoctor serve`` listens unless told otherwise (loopback only). 9089 is outside
+#: Prometheus' default port allocations (9090-9093, 9100-9999) and not the default of the other
+#: exporters of a training node (9400 was NVIDIA dcgm-exporter's); docs/prometheus.md.
+DEFAULT_LISTEN = "127.0.0.1:9089"
 DEFAULT_URL = "http://" + DEFAULT_LISTEN
 #: The environment variable holding the API's bearer token.
 TOKEN_ENV = "MSDOCTOR_API_TOKEN"

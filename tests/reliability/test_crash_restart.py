@@ -15,7 +15,6 @@ from msdoctor.core.alerts import read_alerts
 from msdoctor.core.alerts.feed import AlertFeed
 from msdoctor.core.alerts.journal import AlertJournal, transition_key
 from msdoctor.core.alerts.model import Alert
-from msdoctor.core.engine.consumer import EngineConsumer
 from msdoctor.core.engine.evaluator import Engine
 from msdoctor.core.engine.loader import default_rules_dir, load_rules
 from msdoctor.core.pipeline import Pipeline
@@ -62,17 +61,16 @@ def key_counts(run_dir: Path) -> Counter:
 def test_a_crash_between_an_alert_append_and_the_next_snapshot_does_not_notify_it_twice(tmp_path):
     ruleset, run_dir, spool = nan_run(tmp_path)
     write_steps(spool, range(1, 11))
-    first = Pipeline(run_dir, consumers=[EngineConsumer(ruleset, run_dir, log_transitions=False)])
+    first = Pipeline(run_dir, rules=ruleset, journal=True)
     drain(first)
     first.save_snapshot()                                  # the snapshot: steps 1-10, no alert
     write_steps(spool, range(11, 31), nan_at={15, 25})
     drain(first)                                           # 4 transitions appended ...
     assert len(read_alerts(run_dir)) == 4                  # ... then kill -9: no snapshot
-    delivered = []
-    second = Pipeline(run_dir, consumers=[EngineConsumer(ruleset, run_dir, log_transitions=False,
-                                                        extra_sinks=[delivered.append])])
+    second = Pipeline(run_dir, rules=ruleset, journal=True, keep_transitions=True)
+    delivered = second.transitions                         # what reaches the sinks
     drain(second)                                          # re-evaluates steps 11-30
-    assert delivered == [] and second.consumers[0].replayed.suppressed == 4
+    assert delivered == [] and second.engine.replayed.suppressed == 4
     write_steps(spool, range(31, 36), nan_at={33})
     drain(second)
     assert [(a.state, a.step) for a in delivered] == [("firing", 33), ("resolved", 34)]
@@ -83,14 +81,13 @@ def test_transitions_not_yet_found_again_survive_a_second_crash(tmp_path):
     """Killed again while catching up: the not-yet-re-found transitions are in the snapshot."""
     ruleset, run_dir, spool = nan_run(tmp_path)
     write_steps(spool, range(1, 8001), nan_at={5, 7990})   # > 256 KiB: several polls
-    first = Pipeline(run_dir, consumers=[EngineConsumer(ruleset, run_dir, log_transitions=False)])
+    first = Pipeline(run_dir, rules=ruleset, journal=True)
     drain(first)                                           # 4 transitions, never snapshotted
-    second = Pipeline(run_dir, consumers=[EngineConsumer(ruleset, run_dir, log_transitions=False)],
-                     poll_bytes=1)                         # the smallest read per poll
+    second = Pipeline(run_dir, rules=ruleset, journal=True, poll_bytes=1)   # smallest reads
     second.poll_once()
-    assert second.consumers[0].replayed.suppressed == 2    # step 5 re-found, 7990 not yet
+    assert second.engine.replayed.suppressed == 2    # step 5 re-found, 7990 not yet
     second.save_snapshot()                                 # mid catch-up, then kill -9
-    third = Pipeline(run_dir, consumers=[EngineConsumer(ruleset, run_dir, log_transitions=False)])
+    third = Pipeline(run_dir, rules=ruleset, journal=True)
     drain(third)
     assert sorted(key_counts(run_dir).values()) == [1, 1, 1, 1]
 

@@ -340,7 +340,7 @@ def body_framing(length):
 @given(method=st.sampled_from(["GET", "POST", "DELETE", "OPTIONS", "PATCH"]),
        path=st.sampled_from(["/-/healthy", "/metrics", "/api/v1/status", "/api/v1/runs",
                              "/nowhere", "/api/v1/runs/run/ranks/0/series?signal=loss,loss"]),
-       host=st.sampled_from([None, "127.0.0.1", "localhost:9400", "[::1]", "evil.example"]),
+       host=st.sampled_from([None, "127.0.0.1", "localhost:9089", "[::1]", "evil.example"]),
        length=LENGTHS, chunked=st.booleans(),
        junk=st.lists(st.tuples(HEADER_TEXT, HEADER_TEXT), max_size=4),
        smuggle=st.booleans(), rnd=st.randoms(use_true_random=False))

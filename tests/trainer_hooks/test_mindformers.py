@@ -1,6 +1,7 @@
 """``MsDoctorMonitor`` built from a YAML-style callback list by MindFormers' own registry, on a
-real MindFormers train cell (``MFTrainOneStepCell``) training a tiny ``LlamaForCausalLM`` in
-GRAPH mode on the CPU; the MindFormers log of the same run is replayed and must agree."""
+real MindFormers train cell (``MFTrainOneStepCell`` with a dynamic loss scale, which compiles on
+a CPU only with the overflow check msdoctor puts in place) training a tiny ``LlamaForCausalLM``
+in GRAPH mode on the CPU; the MindFormers log of the same run is replayed and must agree."""
 from __future__ import annotations
 
 import json
@@ -19,24 +20,6 @@ pytestmark = pytest.mark.slow
 STEPS = 20
 SEQ, BATCH = 32, 2
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _patch_overflow_check_for_cpu():
-    """MFTrainOneStepCell's NPU overflow status op does not exist on the CPU: an isfinite check."""
-    from mindformers.wrapper.wrapper import MFTrainOneStepCell
-    from mindspore import ops
-
-    hyper_map = ops.HyperMap()
-    is_bad = ops.MultitypeFuncGraph("is_bad")
-
-    @is_bad.register("Tensor")
-    def _is_bad(grad):
-        return ops.logical_not(ops.isfinite(grad).all()).astype(grad.dtype)
-
-    def get_overflow_status(self, status, compute_output):
-        return ops.addn(hyper_map(is_bad, compute_output)) > 0
-
-    MFTrainOneStepCell.get_overflow_status = get_overflow_status
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +42,6 @@ def mf_run(tmp_path_factory):
         import trainer_hooks.mindformers  # noqa: F401 - registers MsDoctorMonitor
 
         build_context({"context": {"mode": "GRAPH_MODE", "device_target": "CPU"}, "parallel": {}})
-        _patch_overflow_check_for_cpu()
         ms.set_seed(0)
         config = LlamaConfig(num_layers=2, hidden_size=64, num_heads=4, intermediate_size=128,
                              vocab_size=256, seq_length=SEQ, batch_size=BATCH,
@@ -79,7 +61,8 @@ def mf_run(tmp_path_factory):
         yaml_callbacks = [
             {"type": "MFLossMonitor", "per_print_times": 1},
             {"type": "MsDoctorMonitor", "run_dir": str(run_dir), "run": "mf-tiny",
-             "seq_length": SEQ, "micro_batch_size": BATCH, "heartbeat_s": 60.0},
+             "seq_length": SEQ, "micro_batch_size": BATCH, "heartbeat_s": 60.0,
+             "expect": {"hang_after_s": 120}, "update_every": 5, "max_errors": 50},
         ]
         callbacks = build_callback(yaml_callbacks, default_args={
             "learning_rate": 1e-3, "origin_epochs": 1, "dataset_size": STEPS, "global_batch_size": BATCH})
@@ -128,6 +111,7 @@ def test_every_step_records_loss_overflow_loss_scale_and_global_norm(mf_run):
     assert steps[-1]["loss_scale"] > steps[0]["loss_scale"], "the dynamic scale grew every 5 clean steps"
     start = next(e for e in events if e["type"] == "run_start")
     assert start["config"]["seq_length"] == SEQ
+    assert start["expect"] == {"hang_after_s": 120}                  # the YAML's expect: mapping
     assert events[-1]["type"] == "run_end" and events[-1]["status"] == "completed"
 
 
@@ -171,3 +155,27 @@ def test_a_yaml_entry_with_auto_register_loads_it_without_an_import_in_the_launc
                           text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "BUILT trainer_hooks.mindformers MsDoctorMonitor run" in done.stdout
+
+
+def test_what_the_job_says_goes_into_run_start_config(mf_run):
+    """Read from the train cell, the model's config and the parallel context, not from the YAML."""
+    start = next(e for e in _events(mf_run["run_dir"]) if e["type"] == "run_start")
+    config = start["config"]
+    assert config["loss_scale_window"] == 5                        # DynamicLossScaleUpdateCell(.., 5)
+    assert config["loss_scaling"] == {"kind": "dynamic", "window": 5, "factor": 2.0, "init": 4096.0}
+    assert config["use_clip_grad"] is True and config["clip_norm"] == 1.0
+    assert config["vocab_size"] == 256 and config["micro_batch"] == BATCH
+    assert config["parallel"]["mode"] == "stand_alone" and config["parallel"]["data_parallel"] == 1
+    monitor = mf_run["callbacks"][1]
+    assert monitor.update_every == 5 and monitor.max_errors == 50 and monitor.errors == 0
+
+
+def test_the_cpu_overflow_check_is_msdoctors_own_and_only_on_cpu(mf_run):
+    import mindspore as ms
+    from mindformers.wrapper.wrapper import MFTrainOneStepCell
+
+    from trainer_hooks.mindformers_job import patch_overflow_check_on_cpu
+
+    assert ms.get_context("device_target") == "CPU"
+    assert getattr(MFTrainOneStepCell.get_overflow_status, "msdoctor_cpu", False)
+    assert patch_overflow_check_on_cpu() is True                   # idempotent

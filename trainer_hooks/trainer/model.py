@@ -8,6 +8,7 @@ asks for the context builds a default one in PyNative mode.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Dict
 
@@ -20,8 +21,16 @@ DTYPES: Dict[str, tuple] = {
     "bf16": ("bfloat16", "float32"),
 }
 
+def launched_by_msrun() -> bool:
+    """True in a worker ``msrun`` started (its dynamic cluster: ``MS_ROLE`` is set)."""
+    return bool(os.environ.get("MS_ROLE"))
+
 def quiet_mindformers() -> None:
-    """Keep MindFormers' INFO chatter out of the terminal (its log files still get it)."""
+    """Keep MindFormers' INFO chatter out of the terminal (its log files still get it). Under
+    ``msrun`` the console is the worker log (``msrun_log/worker_N.log``), which keeps it, as
+    ``run_mindformer.py`` does."""
+    if launched_by_msrun():
+        return
     names = [n for n in list(logging.root.manager.loggerDict) if n.startswith("mindformers")]
     for name in names:
         for handler in logging.getLogger(name).handlers:
@@ -38,7 +47,9 @@ def setup_context(device: str) -> None:
 
 def setup_parallel(mode: str, world: int) -> None:
     """Join the launch's ranks for ``data_parallel`` (``msrun``/``mpirun`` on GPU or Ascend:
-    the train cell then all-reduces the gradients); say once that CPU ranks are independent."""
+    the train cell then all-reduces the gradients); say once that CPU ranks are independent.
+    Under ``msrun`` the CPU ranks still join its cluster (``init()``), else its scheduler waits
+    for them until its timeout."""
     import mindspore as ms
 
     if mode == "data_parallel":
@@ -48,6 +59,10 @@ def setup_parallel(mode: str, world: int) -> None:
         ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL,
                                      gradients_mean=True, device_num=world)
     elif mode == "independent_replicas":
+        if launched_by_msrun():
+            from mindspore.communication import init
+
+            init()
         print(f"note: {world} ranks on CPU: each trains its own replica on its shard of the data "
               "(no gradient all-reduce on CPU); fine for watching several ranks, not for training",
               file=sys.stderr, flush=True)
@@ -89,3 +104,22 @@ def micro_batch_loss(network, micro_batch: int, grad_accum: int):
             return total / grad_accum
 
     return MicroBatches()
+
+def loss_monitor(steps: int, global_batch: int):
+    """MindFormers' own ``MFLossMonitor``, printing every step: the step lines a MindFormers user
+    reads in ``output/log/rank_N/info.log`` (and, under ``msrun``, in ``worker_N.log``), which
+    ``msdoctor replay`` reads back."""
+    from mindformers.core.callback import MFLossMonitor
+
+    return MFLossMonitor(per_print_times=1, origin_epochs=1, dataset_size=steps,
+                         global_batch_size=global_batch)
+
+def host_msrun_cluster(device: str) -> int:
+    """``msrun`` runs the script in its scheduler process too (``MS_ROLE=MS_SCHED``, with rank 0's
+    RANK_ID): there it only hosts the cluster until the workers finish, and trains nothing."""
+    import mindspore as ms
+    from mindspore.communication import init
+
+    ms.set_device(device)
+    init()
+    return 0

@@ -34,6 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--inject", default="", metavar="SPEC",
         help="comma-separated faults: nan@STEP, spike@STEP, periodic@K, stall@STEP, slow-data@MS, "
              "lr-high, loss-scale-low, leak[@MB], hang@STEP, accum-mismatch")
+    add("--inject-rank", type=int, metavar="N",
+        help="inject the faults on rank N only (default: every rank), as when one device goes bad")
     add("--no-hooks", action="store_true", help="train without msdoctor's callback")
     add("--resume", action="store_true", help="continue the run in --run-dir from its last checkpoint")
     add("--precision", metavar="P", help="fp32 | fp16 | bf16 (default: fp32 on CPU, else the preset's)")

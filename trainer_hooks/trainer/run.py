@@ -72,8 +72,16 @@ def _versions() -> Dict[str, str]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = options.parse(argv, prog="msdoctor train")
+    if os.environ.get("MS_ROLE") == "MS_SCHED":
+        from trainer_hooks.trainer.model import host_msrun_cluster
+
+        return host_msrun_cluster(args.device)
     try:
         plan = make_plan(args)
+        if args.inject_rank is not None and args.inject_rank != plan.rank:
+            args.inject = ""                       # the faults belong to another rank
+            args.injections = options.parse_injections("")
+            plan = make_plan(args)
         return train(plan, args)
     except (options.UsageError, rundir.RunDirError) as exc:
         options.fail(str(exc))

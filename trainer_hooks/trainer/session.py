@@ -145,6 +145,8 @@ class Session:
                 heartbeat_s=args.heartbeat_s))
         callbacks.append(checkpoint.make_callback(cell, plan.run_dir, plan.rank, plan.save_every,
                                                   args.keep, samples, end))
+        if start == 0:   # its step column counts within one Model.train: not on a resumed run
+            callbacks.append(model.loss_monitor(calls_total, samples * plan.world))
         callbacks.append(ConsoleLog(args.log_every, calls_total))
         print(f"training {plan.preset.name} ({self.config['params']:,} params, {plan.precision}, "
               f"seq {plan.preset.seq_length}, batch {plan.micro_batch}x{plan.grad_accum}) "

@@ -28,6 +28,9 @@ class Alert:
     annotations: Dict[str, str] = field(default_factory=dict)
     values: Dict[str, float] = field(default_factory=dict)
     action: Optional[str] = None
+    #: The alert firing on the same rank that this one is a consequence of (root-cause
+    #: grouping); such a transition is kept on record but not notified on its own.
+    caused_by: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         """The JSON object of this transition (one line of ``alerts.jsonl``)."""
@@ -41,12 +44,16 @@ class Alert:
         }
         if self.action:
             d["action"] = self.action
+        if self.caused_by:
+            d["caused_by"] = self.caused_by
         return d
 
     def describe(self) -> str:
         """One line for a log: what, where, and the fix."""
         where = f"run {self.run} rank {self.rank} step {self.step}"
         text = f"[{self.severity}] {self.alert} {self.state} ({where}): {self.summary}"
+        if self.caused_by:
+            return text + f" (a consequence of {self.caused_by})"
         if self.state == "firing" and self.fix:
             text += f" Fix: {self.fix}"
         return text

@@ -44,7 +44,9 @@ class StopRequester:
 def log_alert(alert: Alert) -> None:
     """Sink: one log line per transition, with the fix when firing."""
     level = logging.WARNING if alert.state == "firing" else logging.INFO
-    if alert.state == "firing" and alert.severity == "critical":
+    if alert.caused_by:
+        level = logging.INFO
+    elif alert.state == "firing" and alert.severity == "critical":
         level = logging.ERROR
     log.log(level, "%s", alert.describe())
 
@@ -122,4 +124,5 @@ class EngineConsumer(Engine):
         saved = Engine.state_dict(self)
         self._use_rules(new)
         Engine.load_state_dict(self, saved)
+        out.extend(self.settle_all())      # consequences of a removed cause stand alone
         return out

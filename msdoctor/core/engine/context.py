@@ -42,6 +42,10 @@ class RankContext:
     last_event_t: Optional[float] = None
     running: bool = True
     last_cond: Dict[str, float] = field(default_factory=dict)
+    #: Alerts firing now (as emitted) -> the root cause they are marked with, or None.
+    firing: Dict[str, Optional[str]] = field(default_factory=dict)
+    #: ... and the step where each of them became active.
+    firing_since: Dict[str, Optional[int]] = field(default_factory=dict)
 
     def note_time(self, t: Optional[float]) -> None:
         if t is None or (isinstance(t, float) and math.isnan(t)):

@@ -17,8 +17,9 @@ import numpy as np
 
 from msdoctor.core.alerts.model import Alert
 from msdoctor.core.batch import StepBatch, columnize
+from msdoctor.core.engine.causes import CauseGraph
 from msdoctor.core.engine.context import RankContext, RunContext, pack, unpack
-from msdoctor.core.engine.lifecycle import INACTIVE, AlertState, advance
+from msdoctor.core.engine.lifecycle import FIRING, INACTIVE, AlertState, advance
 from msdoctor.core.engine.model import Rule, RuleSet
 from msdoctor.core.engine.nodes import Frame, Signal, truthy
 from msdoctor.core.engine.program import CompiledRule, Program
@@ -27,6 +28,8 @@ from msdoctor.core.state import Store
 
 log = logging.getLogger("msdoctor.core.engine")
 Sink = Callable[[Alert], None]
+#: A rule's value and named values at the row being emitted.
+ValuesAt = Callable[[CompiledRule], Tuple[float, Dict[str, float]]]
 STATE_VERSION = 1
 
 
@@ -50,7 +53,10 @@ class Engine:
         """Compile ``rules`` into the program evaluated from now on."""
         self.rules: List[Rule] = list(rules)
         self.program = Program(self.rules)
-        self._tick_rules = [cr for cr in self.program.rules if cr.rule.time_based]
+        self.causes = CauseGraph.of(self.rules)
+        self._by_name = {cr.rule.alert: cr for cr in self.program.rules}
+        self._tick_rules = sorted((cr for cr in self.program.rules if cr.rule.time_based),
+                                  key=lambda cr: self.causes.depth.get(cr.rule.alert, 0))
         self._signal_nodes = [i for i, n in enumerate(self.program.nodes) if isinstance(n, Signal)]
 
     # -- contexts -----------------------------------------------------------
@@ -180,14 +186,22 @@ class Engine:
                 st = ctx.alerts[name] = AlertState()
             for tr in advance(st, cond, steps, t, cr.rule.for_, cr.rule.keep_firing_for):
                 found.append((tr.row, order, tr, cr))
+        depth = self.causes.depth
+        found.sort(key=lambda f: (f[0], depth.get(f[3].rule.alert, 0), f[1]))  # causes first
         out: List[Alert] = []
-        for row, _, tr, cr in sorted(found, key=lambda f: f[:2]):   # chronological
-            values = {k: float(o[0][row]) for k, i in cr.values.items()
-                      if (o := outs[i]) is not None}
-            value = outs[cr.value]
-            assert value is not None
-            out.append(self._emit(cr, ctx, tr.state, int(steps[row]), tr.first_step,
-                                  float(value[0][row]), float(t[row]), values))
+        for k, (row, _, tr, cr) in enumerate(found):               # chronological
+
+            def at(cr: CompiledRule, row: int = row) -> Tuple[float, Dict[str, float]]:
+                value = outs[cr.value]
+                assert value is not None
+                return float(value[0][row]), {n: float(o[0][row]) for n, i in cr.values.items()
+                                              if (o := outs[i]) is not None}
+
+            value, values = at(cr)
+            out.append(self._emit(cr, ctx, tr.state, int(steps[row]), tr.first_step, value,
+                                  float(t[row]), values))
+            if k + 1 == len(found) or found[k + 1][0] != row:
+                out.extend(self._settle(ctx, int(steps[row]), float(t[row]), at))
         return out
 
     def _tick_rank(self, ctx: RankContext, now: float) -> List[Alert]:
@@ -213,6 +227,10 @@ class Engine:
                 values = {k: fresh.get(i, ctx.last[i]) for k, i in cr.values.items()}
                 out.append(self._emit(cr, ctx, tr.state, ctx.last_step, tr.first_step,
                                       fresh.get(cr.value, ctx.last[cr.value]), now, values))
+        if out:
+            out.extend(self._settle(ctx, ctx.last_step, now, lambda cr: (
+                fresh.get(cr.value, ctx.last[cr.value]),
+                {k: fresh.get(i, ctx.last[i]) for k, i in cr.values.items()})))
         return out
 
     def _failed(self, cr: CompiledRule, failed: Dict[int, str]) -> bool:
@@ -230,12 +248,61 @@ class Engine:
         return True
 
     # -- output -------------------------------------------------------------
+    def _settle(self, ctx: RankContext, step: Optional[int], t: float,
+                at: ValuesAt) -> List[Alert]:
+        """After the transitions of one step: consequences whose cause ended are marked
+        with another firing cause or become alerts of their own (a new firing transition)."""
+        out: List[Alert] = []
+        if not ctx.firing:
+            return out
+        for name, _cause in self.causes.settle(ctx.firing):
+            cr = self._by_name.get(name)
+            if cr is None:                      # its rule is gone: nothing fires it any more
+                ctx.firing.pop(name, None)
+                continue
+            since = ctx.firing_since.get(name)
+            value, values = at(cr)
+            out.append(self._emit(cr, ctx, "firing", step, math.nan if since is None else since,
+                                  value, t, values))
+        return out
+
+    def settle_all(self) -> List[Alert]:
+        """Re-judge every rank's consequences (after the rules changed), as of the clock."""
+        out: List[Alert] = []
+        now = self.clock()
+        for rc in self.runs.values():
+            for ctx in rc.ranks.values():
+                out.extend(self._settle(ctx, ctx.last_step, now, self._last_values(ctx)))
+        return out
+
+    @staticmethod
+    def _last_values(ctx: RankContext) -> ValuesAt:
+        """A rule's value and named values as the rank's last evaluation left them."""
+        def at(cr: CompiledRule) -> Tuple[float, Dict[str, float]]:
+            return ctx.last[cr.value], {k: ctx.last[i] for k, i in cr.values.items()}
+        return at
+
+    def _caused_by(self, ctx: RankContext, alert: str, state: str) -> Optional[str]:
+        """The root cause a transition is marked with; keeps ``ctx.firing`` up to date."""
+        if state == FIRING:
+            if alert not in ctx.firing:
+                ctx.firing[alert] = self.causes.cause_of(alert, ctx.firing)
+            return ctx.firing[alert]
+        if state == "resolved":
+            return ctx.firing.pop(alert, None)
+        return self.causes.cause_of(alert, ctx.firing)
+
     def _emit(self, cr: CompiledRule, ctx: RankContext, state: str, step: Optional[int],
               first_step: float, value: float, t: float, values: Dict[str, float]) -> Alert:
         rule = cr.rule
         run = ctx.run.run
+        caused_by = self._caused_by(ctx, rule.alert, state)
         labels = {"alertname": rule.alert, "rank": str(ctx.rank), "run": run, **rule.labels}
         first = None if first_step is None or math.isnan(first_step) else int(first_step)
+        if state == FIRING:
+            ctx.firing_since[rule.alert] = first
+        elif state == "resolved":
+            ctx.firing_since.pop(rule.alert, None)
         scope = {"value": value, "step": step, "first_step": first, "run": run,
                  "labels": labels, "values": values}
         annotations = {k: tpl.render(scope) for k, tpl in rule.templates.items()}
@@ -243,7 +310,8 @@ class Engine:
                       rank=ctx.rank, step=step, first_step=first, value=value, t=t,
                       summary=annotations.get("summary", ""), cause=annotations.get("cause", ""),
                       fix=annotations.get("fix", ""), runbook_url=annotations.get("runbook_url", ""),
-                      labels=labels, annotations=annotations, values=values, action=rule.action)
+                      labels=labels, annotations=annotations, values=values, action=rule.action,
+                      caused_by=caused_by)
         self.transitions += 1
         if self.already_notified(alert):
             return alert
@@ -276,6 +344,7 @@ class Engine:
                     "states": {keys[i]: pack(s) for i, s in enumerate(ctx.states) if s},
                     "last": {keys[i]: pack(v) for i, v in enumerate(ctx.last)},
                     "alerts": {k: st.to_dict() for k, st in ctx.alerts.items()},
+                    "firing": dict(ctx.firing), "firing_since": dict(ctx.firing_since),
                     "last_step": ctx.last_step, "last_t": ctx.last_t,
                     "last_step_t": ctx.last_step_t, "first_event_t": ctx.first_event_t,
                     "last_event_t": ctx.last_event_t, "running": ctx.running,
@@ -309,6 +378,11 @@ class Engine:
                     if key in last:
                         ctx.last[i] = unpack(last[key])
                 ctx.alerts = {k: AlertState.from_dict(d) for k, d in rs.get("alerts", {}).items()}
+                firing = rs.get("firing")
+                ctx.firing = (dict(firing) if isinstance(firing, dict) else
+                              {k: None for k, st in ctx.alerts.items() if st.state == FIRING})
+                since = rs.get("firing_since")
+                ctx.firing_since = dict(since) if isinstance(since, dict) else {}
                 for attr in ("last_step", "last_t", "last_step_t", "first_event_t",
                              "last_event_t", "running"):
                     if attr in rs:

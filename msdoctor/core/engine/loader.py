@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import yaml
 from yaml.constructor import SafeConstructor
 
+from msdoctor.core.engine.causes import check_causes
 from msdoctor.core.engine.errors import ExprError, RuleError, RuleSetError
 from msdoctor.core.engine.expr import parse
 from msdoctor.core.engine.lifecycle import Duration
@@ -25,7 +26,7 @@ from msdoctor.core.engine.templates import TemplateError, parse_template
 TOP_KEYS = ("version", "groups")
 GROUP_KEYS = ("name", "rules")
 RULE_KEYS = ("alert", "expr", "for", "keep_firing_for", "labels", "annotations", "values",
-             "value", "action")
+             "value", "action", "consequence_of")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _DURATION = re.compile(r"\s*(\d+)\s*(steps?)\s*\Z|\s*(\d+(?:\.\d+)?)\s*([smh])\s*\Z")
 DURATION_FORM = 'a duration like "10 steps", "30s", "5m" or "1h"'
@@ -155,6 +156,7 @@ def check_rules(paths: Sequence[StrPath]) -> Tuple[RuleSet, List[RuleError]]:
             errors.append(RuleError(name, 1, 1, f"cannot read rule file: {exc}"))
             continue
         ruleset.rules.extend(_load_file(name, text, errors, seen_groups, seen_alerts))
+    errors.extend(check_causes(ruleset.rules, seen_alerts))
     return ruleset, errors
 
 
@@ -285,13 +287,16 @@ def _load_rule(w: _Walker, node: Any) -> Optional[Rule]:
         action = w.scalar(action_node) if isinstance(action_node, yaml.ScalarNode) else None
         if action not in ACTIONS:
             w.error(action_node, f"unknown action {action!r}: expected {' or '.join(ACTIONS)}")
+    causes = _causes(w, raw.get("consequence_of"))
     if len(w.errors) != before or alert is None or condition is None:
         return None
     return Rule(alert=alert, expr=str(w.scalar(raw["expr"][1])), condition=condition,
                 value=value if value is not None else condition.value_node(),
                 for_=for_ or Duration(), keep_firing_for=keep or Duration(), labels=labels or {},
                 annotations=annotations, templates=templates, values=values, action=action,
-                group=w.group or "", path=w.path, line=node.start_mark.line + 1)
+                consequence_of=tuple(n for n, _ in causes),
+                cause_marks=tuple(m for _, m in causes), group=w.group or "", path=w.path,
+                line=node.start_mark.line + 1)
 
 
 def _expr(w: _Walker, item: Optional[Tuple[Any, Any]], what: str) -> Any:
@@ -308,6 +313,28 @@ def _expr(w: _Walker, item: Optional[Tuple[Any, Any]], what: str) -> Any:
     except ExprError as exc:
         w.error(node, f"invalid {what} {str(text)!r}: {exc.message}", exc.offset)
         return None
+
+
+def _causes(w: _Walker, item: Optional[Tuple[Any, Any]]) -> List[Tuple[str, Tuple[int, int]]]:
+    """``consequence_of``: an alert name or a list of them, each with its (line, col)."""
+    if item is None:
+        return []
+    node = item[1]
+    nodes = node.value if isinstance(node, yaml.SequenceNode) else [node]
+    out: List[Tuple[str, Tuple[int, int]]] = []
+    for name_node in nodes:
+        scalar = isinstance(name_node, yaml.ScalarNode)
+        name = w.scalar(name_node) if scalar else None
+        if not isinstance(name, str) or not _IDENT.match(name):
+            got = repr(name) if scalar else f"a {name_node.id}"
+            w.error(name_node, f"consequence_of: expected an alert name or a list of alert "
+                               f"names such as [LossNonFinite], got {got}")
+        elif name in (n for n, _ in out):
+            w.error(name_node, f"consequence_of: {name!r} is named twice")
+        else:
+            mark = name_node.start_mark
+            out.append((name, (mark.line + 1, mark.column + 1)))
+    return out
 
 
 def _duration(w: _Walker, item: Optional[Tuple[Any, Any]], what: str) -> Optional[Duration]:

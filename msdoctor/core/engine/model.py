@@ -29,6 +29,10 @@ class Rule:
     templates: Dict[str, Template] = field(default_factory=dict)
     values: Dict[str, Tuple[str, Node]] = field(default_factory=dict)
     action: Optional[str] = None
+    #: Alerts this one is a consequence of on the same rank (root-cause grouping).
+    consequence_of: Tuple[str, ...] = ()
+    #: (line, col) of each name of ``consequence_of`` in its file.
+    cause_marks: Tuple[Tuple[int, int], ...] = ()
     group: str = ""
     path: str = ""
     line: int = 0

@@ -62,7 +62,7 @@ class AlertCounts:
 
 #: The fields every alert view has, in the order the API sends them.
 ALERT_FIELDS = ("alert", "state", "severity", "run", "rank", "step", "first_step", "value",
-                "summary", "cause", "fix", "runbook_url", "t", "active_since")
+                "summary", "cause", "fix", "runbook_url", "t", "active_since", "caused_by")
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,8 @@ class AlertView:
     runbook_url: Optional[str] = None
     t: Optional[float] = None
     active_since: Optional[float] = None
+    #: The alert firing on the same rank this one is a consequence of (not notified on its own).
+    caused_by: Optional[str] = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod

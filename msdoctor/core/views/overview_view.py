@@ -18,7 +18,7 @@ import numpy as np
 from msdoctor.core.state import RankState, Store
 from msdoctor.core.views.alert_views import AlertSource, active_of
 from msdoctor.core.views.run_views import run_state
-from msdoctor.wire.numbers import from_wire, to_wire, to_wire_list
+from msdoctor.wire.numbers import NONFINITE_STRINGS, from_wire, to_wire
 
 #: Most sparkline points per rank a request may ask for.
 MAX_SPARK_POINTS = 256
@@ -42,9 +42,20 @@ def alerts_version(source: Optional[AlertSource],
     return "f" + "|".join(str(newest.get(k)) for k in keys) + f"|{len(active)}"
 
 
+#: The exact wire strings (what the API writes), looked up before the lenient decoder.
+_EXACT = {**NONFINITE_STRINGS}
+
+
 def _column(values: Sequence[Any]) -> List[Any]:
     """JSON-safe copy: floats that are not finite become their wire strings."""
     return [v if v is None or type(v) is int or v - v == 0.0 else to_wire(v) for v in values]
+
+
+def _floats(values: Sequence[Any]) -> Tuple[Any, ...]:
+    """A decoded column: wire strings back to floats, None kept (inline tests: this runs
+    for every value of every rank on every refresh)."""
+    return tuple([v if type(v) is float or v is None else _EXACT.get(v) or from_wire(v)
+                  for v in values])
 
 
 @dataclass(frozen=True)
@@ -72,7 +83,7 @@ class SparkView:
         return cls(signal, points, tuple(out))
 
     def to_json(self) -> Dict[str, Any]:
-        flat = to_wire_list([v for values in self.values for v in values])
+        flat = _column([v for values in self.values for v in values])   # one pass, not per rank
         out, i = [], 0
         for values in self.values:
             out.append(flat[i:i + len(values)])
@@ -82,8 +93,7 @@ class SparkView:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "SparkView":
         return cls(d["signal"], int(d["points"]),
-                   tuple(tuple(float(from_wire(v)) for v in values)
-                         for values in d.get("values") or ()))
+                   tuple([_floats(values) for values in d.get("values") or ()]))
 
 
 @dataclass(frozen=True)
@@ -120,8 +130,7 @@ class OverviewView:
         return cls(
             run=d["run"], ranks=tuple(d.get("ranks") or ()), status=tuple(d.get("status") or ()),
             last_step=tuple(d.get("last_step") or ()), age_s=tuple(d.get("age_s") or ()),
-            latest={name: tuple(from_wire(v) for v in column)
-                    for name, column in (d.get("latest") or {}).items()},
+            latest={name: _floats(column) for name, column in (d.get("latest") or {}).items()},
             firing=tuple(alerts.get("firing") or ()), pending=tuple(alerts.get("pending") or ()),
             alerts_version=str(d.get("alerts_version", "none")),
             spark=SparkView.from_json(spark) if spark else None)

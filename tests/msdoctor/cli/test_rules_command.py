@@ -65,3 +65,12 @@ tests:
     assert "PASS" in proc.stdout and "fires on nan" in proc.stdout
     assert "FAIL" in proc.stdout and "wrongly expects silence" in proc.stdout
     assert "expected 0 firing, got 1" in proc.stdout and "1 passed, 1 failed" in proc.stdout
+
+
+def test_list_names_the_causes_a_rule_is_a_consequence_of():
+    proc = msdoctor("rules", "list", "--rules", str(FIXTURES / "causes.good.yaml"))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    stalled = lines.index(next(x for x in lines if x.startswith("UpdatesStalled")))
+    assert "↳ a consequence of GradNormNonFinite, LossNonFinite" in lines[stalled + 1]
+    assert not any("consequence" in x for x in lines if x.startswith("LossNonFinite"))

@@ -20,7 +20,7 @@ from tests.servers import free_port  # noqa: E402
 
 
 def start_serve(run_dir: Path, *extra: str) -> subprocess.Popen:
-    listen = f"127.0.0.1:{free_port()}"   # never the default 9400, which a user's sidecar may hold
+    listen = f"127.0.0.1:{free_port()}"   # never the default 9089, which a user's sidecar may hold
     return subprocess.Popen(
         [sys.executable, "-m", "msdoctor", "serve", "--run-dir", str(run_dir), "--listen", listen,
          "--poll", "0.05",
@@ -111,10 +111,10 @@ def test_serve_without_a_run_directory_exits_2_with_one_line_naming_it(tmp_path)
 
 def test_serve_rejects_a_listen_address_that_is_not_host_port(tmp_path):
     result = subprocess.run([sys.executable, "-m", "msdoctor", "serve", "--run-dir", str(tmp_path),
-                             "--listen", "9400"], cwd=ROOT, capture_output=True, text=True,
+                             "--listen", "9089"], cwd=ROOT, capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 2
-    assert "--listen '9400': expected HOST:PORT, e.g. 127.0.0.1:9400" in result.stderr
+    assert "--listen '9089': expected HOST:PORT, e.g. 127.0.0.1:9089" in result.stderr
 
 
 def test_serve_on_port_0_listens_on_a_free_port_and_logs_it(tmp_path):

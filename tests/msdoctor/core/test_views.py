@@ -136,7 +136,7 @@ alert_views = st.builds(
     severity=st.none() | names, run=st.none() | names, rank=st.none() | st.integers(0, 99),
     step=st.none() | small, first_step=st.none() | small, value=st.none() | small | floats,
     summary=st.none() | texts, cause=st.none() | texts, fix=st.none() | texts,
-    runbook_url=st.none() | texts, t=maybe, active_since=maybe,
+    runbook_url=st.none() | texts, t=maybe, active_since=maybe, caused_by=st.none() | names,
     extra=st.dictionaries(names, st.none() | small | floats | texts, max_size=3))
 series_views = st.builds(SeriesView, st.lists(small, max_size=6).map(tuple),
                          st.lists(floats, max_size=6).map(tuple), st.integers(0, 10**6),

@@ -88,7 +88,7 @@ def test_a_non_loopback_address_needs_allow_remote():
     check_listen("0.0.0.0", allow_remote=True)
 
 
-@pytest.mark.parametrize("text, error", [("9400", "HOST:PORT"), ("host:http", "not a number"),
+@pytest.mark.parametrize("text, error", [("9089", "HOST:PORT"), ("host:http", "not a number"),
                                          ("host:-1", "not a number"),
                                          ("127.0.0.1:70000", "outside 0-65535")])
 def test_a_malformed_listen_address_is_named_in_the_error(text, error):
@@ -97,7 +97,7 @@ def test_a_malformed_listen_address_is_named_in_the_error(text, error):
 
 
 def test_parse_listen_accepts_ipv6_literals_and_port_0():
-    assert parse_listen("[::1]:9400") == ("::1", 9400)
+    assert parse_listen("[::1]:9089") == ("::1", 9089)
     assert parse_listen("localhost:0") == ("localhost", 0)
 
 

@@ -102,7 +102,7 @@ def test_an_unknown_format_names_the_formats_tried_and_the_first_line(tmp_path):
     with pytest.raises(FormatError) as err:
         load([str(path)])
     text = str(err.value)
-    assert "tried spool, mindformers, mindspore, csv, jsonl" in text
+    assert "tried spool, mindformers, mindspore, tensorboard, csv, jsonl" in text
     assert f"{path}:2: '  hello world'" in text
 
 

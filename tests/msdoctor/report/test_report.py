@@ -79,3 +79,24 @@ def test_the_report_imports_only_the_core_and_itself():
                 if name.startswith("msdoctor."):
                     assert name.startswith(("msdoctor.core", "msdoctor.wire", "msdoctor.report")), \
                         f"{path.name} imports {name}"
+
+
+def test_a_tree_with_a_rank_that_crashed_before_its_first_step_lists_the_rank_its_error_and_hint(tmp_path):
+    import logging
+
+    t0 = 1_750_000_000.0
+    trained = tmp_path / "output" / "log" / "rank_0" / "info.log"
+    trained.parent.mkdir(parents=True)
+    L.write(trained, L.mf_lines(L.loss_curve(30), grad_norms=[1.0] * 30, steps_per_epoch=30, t0=t0))
+    crashed = tmp_path / "output" / "log" / "rank_1" / "error.log"
+    crashed.parent.mkdir()
+    L.write(crashed, [L.mf_line("Malloc device memory failed, size[4294967296]", t0 + 5, logging.ERROR)])
+    out = tmp_path / "report.html"
+    done = subprocess.run([sys.executable, "-m", "msdoctor", "report", str(tmp_path / "output"),
+                           "-o", str(out)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    html = out.read_text(encoding="utf-8")
+    ranks = html[html.index("<h2>Ranks</h2>"):html.index("<h2>Training curves</h2>")]
+    assert "<td>1</td><td>0</td>" in ranks
+    assert "crashed before its first step: Malloc device memory failed" in ranks
+    assert "rank_1/error.log:1" in ranks and "Hint: out of memory" in ranks

@@ -62,7 +62,7 @@ def chart_data(ranks: Tuple[int, ...] = (5,)) -> ChartData:
 
 
 def snapshot(n_ranks: int = 8, alerts: bool = True, charts: Optional[Tuple[int, ...]] = None,
-             source: str = "http://127.0.0.1:9400") -> Reading:
+             source: str = "http://127.0.0.1:9089") -> Reading:
     """A run of ``n_ranks``: rank 5 has a NaN loss (firing), rank 3 is slow (pending)."""
     active = (NAN_ALERT, SLOW_ALERT) if alerts else ()
     rows = judge([rank_row(r, nan=(r == 5), slow=(r == 3), active=active)

@@ -102,3 +102,12 @@ def test_every_event_type_built_with_make_round_trips():
         assert decode(encode(event)) == event
 
 
+
+
+def test_the_default_port_is_outside_prometheus_default_port_allocations_and_not_dcgm_exporters():
+    from msdoctor.wire.layout import DEFAULT_LISTEN, DEFAULT_URL
+
+    host, port = DEFAULT_LISTEN.rsplit(":", 1)
+    assert host == "127.0.0.1" and DEFAULT_URL == f"http://{DEFAULT_LISTEN}"
+    assert not 9090 <= int(port) <= 9093 and not 9100 <= int(port) <= 9999   # the list's ranges
+    assert int(port) not in (9400, 8082, 6006, 8118, 3000, 4317, 4318, 8888)   # dcgm, npu, TB, msrun

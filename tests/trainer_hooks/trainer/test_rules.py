@@ -8,6 +8,7 @@ JobHung is judged on the clock while the run is alive, so its run is watched by 
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -118,3 +119,35 @@ def test_a_job_leaking_toward_its_container_limit_is_warned_before_the_oom_kille
     assert near and near[0] < last, (near, last)
     ended = [e for e in events(run) if e["type"] == "run_end"]
     assert ended == [] or last == 400              # killed (no run_end), or it got through
+
+
+def replayed_transitions(run_dir: Path) -> list:
+    """``msdoctor replay --json``'s firing transitions: (alert, rank, step, caused_by)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-m", "msdoctor", "replay", str(run_dir), "--json"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [(a["alert"], a["rank"], a["step"], a.get("caused_by"))
+            for a in json.loads(done.stdout)["alerts"]]
+
+
+@pytest.mark.parametrize("run, consequence", [
+    ("nan", "GradNormNonFinite"),          # the NaN loss's backward pass
+    ("nan-fp16", "LossScaleCollapse"),     # every step overflows after the NaN
+])
+def test_a_real_nan_loss_is_the_one_cause_and_the_rest_its_consequences(runs, run, consequence,
+                                                                        tmp_path):
+    got = replayed_transitions(runs[run])
+    assert [a for a in got if a[3] is None] == [("LossNonFinite", 0, 30, None)], got
+    assert consequence in {a[0] for a in got if a[3] == "LossNonFinite"}, got
+    # a live sidecar started on the run gives the same transitions
+    from tests.servers import sidecar, wait_until
+
+    run_dir = tmp_path / run
+    shutil.copytree(runs[run], run_dir)
+    with sidecar(run_dir, tmp_path):
+        wait_until(lambda: len([a for a in journal(run_dir) if a["state"] == "firing"])
+                   >= len(got), 60, what="the sidecar's alerts.jsonl")
+    served = [(a["alert"], a["rank"], a["step"], a.get("caused_by")) for a in journal(run_dir)
+              if a["state"] == "firing"]
+    assert sorted(served) == sorted(got)

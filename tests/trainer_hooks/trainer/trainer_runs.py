@@ -93,6 +93,31 @@ def train_ranks(run_dir: Path, cache: Path, *per_rank: Sequence[str], timeout: f
     return errs
 
 
+def msrun_log(run_dir: Path) -> Path:
+    """Where :func:`train_msrun` has msrun write the workers' logs (``--log_dir``)."""
+    return run_dir.parent / f"{run_dir.name}-output" / "msrun_log"
+
+
+def train_msrun(run_dir: Path, cache: Path, log_dir: Path, *argv: str, workers: int = 2,
+                timeout: float = 600) -> None:
+    """Launch the trainer with MindSpore's ``msrun`` (a scheduler and ``workers`` workers on
+    this host, joined in its CPU cluster), as MindFormers jobs are launched."""
+    from tests.servers import free_port
+
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    bin_dir = str(Path(sys.executable).parent)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), GLOG_v="3",
+               PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
+    script = ROOT / "trainer_hooks" / "trainer" / "__main__.py"
+    cmd = [sys.executable, "-m", "mindspore.parallel.cluster.run", f"--worker_num={workers}",
+           f"--local_worker_num={workers}", f"--master_port={free_port()}",
+           f"--log_dir={log_dir}", "--join=True", str(script),
+           *command(run_dir, cache, *argv)[3:]]
+    done = subprocess.run(cmd, cwd=str(run_dir.parent), env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, f"msrun failed ({done.returncode}):\n{done.stdout[-3000:]}"
+
+
 def events(run_dir: Path, rank: int = 0) -> List[Dict]:
     lines = (run_dir / "events" / f"rank-{rank}.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines]
@@ -150,6 +175,12 @@ class Runs:
     RANKS = {
         # rank 1's loader sleeps 100 ms a batch: a straggler, ~3x rank 0's step time
         "two-ranks": (("--steps", "320"), ("--steps", "320", "--inject", "slow-data@100")),
+        # MindFormers' output/log tree of two ranks, rank 1 with a NaN
+        "mf-two-ranks": (("--steps", "40"), ("--steps", "40", "--inject", "nan@30")),
+    }
+    #: runs launched by MindSpore's ``msrun`` (two workers): the same options for every rank
+    MSRUN = {
+        "mf-msrun": ("--steps", "40", "--inject", "nan@30", "--inject-rank", "1"),
     }
 
     def __init__(self, base: Path, cache: Path) -> None:
@@ -165,6 +196,8 @@ class Runs:
                 train_in_cgroup(run_dir, self.cache, limit, *argv, timeout=600)
             elif name in self.RANKS:
                 train_ranks(run_dir, self.cache, *self.RANKS[name], timeout=600)
+            elif name in self.MSRUN:
+                train_msrun(run_dir, self.cache, msrun_log(run_dir), *self.MSRUN[name], timeout=600)
             elif name in self.WITH_SIDECAR:
                 watched(run_dir, self.cache, *self.SPECS[name])
             else:

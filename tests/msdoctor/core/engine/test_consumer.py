@@ -6,7 +6,6 @@ import math
 from pathlib import Path
 
 from msdoctor.core.alerts import read_alerts
-from msdoctor.core.engine.consumer import EngineConsumer
 from msdoctor.core.engine.loader import load_rules
 from msdoctor.core.pipeline import Pipeline
 from msdoctor.wire import encode, make
@@ -42,8 +41,7 @@ def test_the_sidecar_journals_each_transition_once_and_requests_a_stop_across_re
     append(spool, [make("run_start", 0, run="demo", t=0.0)] +
            [make("step", 0, run="demo", step=i, t=float(i), loss=1.0) for i in range(1, 50)] +
            [make("step", 0, run="demo", step=50, t=50.0, loss=math.nan)])
-    sidecar = Pipeline(run_dir, consumers=[EngineConsumer(rules, run_dir, log_transitions=False)],
-                      clock=lambda: 60.0)
+    sidecar = Pipeline(run_dir, rules=rules, journal=True, clock=lambda: 60.0)
     sidecar.poll_once()
     sidecar.save_snapshot()
     assert [(a["alert"], a["state"], a["step"]) for a in read_alerts(run_dir)] == [
@@ -52,8 +50,7 @@ def test_the_sidecar_journals_each_transition_once_and_requests_a_stop_across_re
     assert stop["alert"] == "LossNonFinite" and stop["step"] == 50 and stop["rank"] == 0
     # a restarted sidecar resumes: no second "firing", the resolution comes once
     append(spool, [make("step", 0, run="demo", step=51, t=51.0, loss=1.0)])
-    again = Pipeline(run_dir, consumers=[EngineConsumer(rules, run_dir, log_transitions=False)],
-                    clock=lambda: 61.0)
+    again = Pipeline(run_dir, rules=rules, journal=True, clock=lambda: 61.0)
     again.poll_once()
     again.poll_once()
     assert [(a["alert"], a["state"], a["step"]) for a in read_alerts(run_dir)] == [

@@ -104,3 +104,34 @@ def test_a_python_object_tag_is_a_positioned_error_not_a_crash(tmp_path):
     messages = [str(e) for e in errors]
     assert any(f"{path}:7:" in m and "unsupported YAML tag 'tag:yaml.org,2002:python/object'" in m
                for m in messages), messages
+
+
+def test_consequence_of_takes_one_alert_name_or_a_list_of_them():
+    rules = load_rules([FIXTURES / "causes.good.yaml"])
+    assert rules.get("UpdatesStalled").consequence_of == ("GradNormNonFinite", "LossNonFinite")
+    assert rules.get("GradNormNonFinite").consequence_of == ("LossNonFinite",)
+    assert rules.get("LossNonFinite").consequence_of == ()
+
+
+def test_a_cause_in_another_file_of_the_set_is_known_and_one_left_out_is_an_error(tmp_path):
+    text = (FIXTURES / "causes.good.yaml").read_text()
+    head, tail = text.split("      - alert: LossNonFinite\n")
+    (tmp_path / "a.yaml").write_text(head)
+    (tmp_path / "b.yaml").write_text("version: 1\ngroups:\n  - name: h\n    rules:\n"
+                                     "      - alert: LossNonFinite\n" + tail)
+    assert check_rules([tmp_path])[1] == []
+    _, errors = check_rules([tmp_path / "a.yaml"])
+    assert [(e.line, e.col, e.rule) for e in errors] == [
+        (7, 45, "UpdatesStalled"), (12, 25, "GradNormNonFinite")]
+    assert all("unknown alert 'LossNonFinite'" in e.message for e in errors)
+
+
+def test_every_shipped_cause_names_a_shipped_rule_and_the_nan_groups_are_declared():
+    rules = load_rules([default_rules_dir()])
+    names = {r.alert for r in rules}
+    for rule in rules:
+        assert set(rule.consequence_of) <= names, rule.alert
+    for consequence in ("GradNormNonFinite", "UpdatesStalled", "LossPlateau"):
+        assert "LossNonFinite" in rules.get(consequence).consequence_of
+    for consequence in ("UpdatesStalled", "LossPlateau", "LossScaleStuck"):
+        assert "LossScaleCollapse" in rules.get(consequence).consequence_of

@@ -1,0 +1,84 @@
+"""examples/mindformers run as a user runs it: MindFormers' real ``Trainer`` on the CPU with the
+example YAML (``- type: MsDoctorMonitor``), a live ``msdoctor serve`` beside it; a learning rate
+typed 1e3 instead of 1e-3 is the fault. Also the same example with its dataset missing."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.servers import sidecar, wait_until
+
+pytest.importorskip("mindformers")
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "mindformers"
+
+
+def run(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), GLOG_v="3")
+    done = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+    if check:
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return done
+
+
+def replay(path: Path) -> dict:
+    done = subprocess.run([sys.executable, "-m", "msdoctor", "replay", str(path), "--json"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("mf-example")
+    shutil.copy(EXAMPLE / "llama_tiny_msdoctor.yaml", work)
+    run(work, str(EXAMPLE / "make_dataset.py"))
+    return work
+
+
+def test_the_yaml_example_with_a_bad_learning_rate_raises_the_alert_on_the_live_sidecar(workdir):
+    run_dir = workdir / "output" / "msdoctor"
+    run_dir.mkdir(parents=True)
+    journal = run_dir / "alerts.jsonl"
+
+    def fired():
+        if not journal.exists():
+            return []
+        return [json.loads(ln) for ln in journal.read_text().splitlines() if ln.strip()]
+
+    with sidecar(run_dir, workdir):
+        run(workdir, str(EXAMPLE / "train.py"), "--config", "llama_tiny_msdoctor.yaml",
+            "--set", "lr_schedule.learning_rate=1000")
+        wait_until(lambda: any(a["alert"] == "LossScaleCollapse" and a["state"] == "firing"
+                               for a in fired()), 60, what="LossScaleCollapse from the sidecar")
+    start = json.loads((run_dir / "events" / "rank-0.jsonl").read_text().splitlines()[0])
+    assert start["expect"] == {"hang_after_s": 120}                 # from the example's YAML
+    assert start["config"]["loss_scale_window"] == 20 and start["config"]["clip_norm"] == 1.0
+    assert start["config"]["vocab_size"] == 256 and start["config"]["device_target"] == "CPU"
+    live = {(a["alert"], a["rank"], a["step"]) for a in fired() if a["state"] == "firing"}
+    spool = replay(run_dir)
+    assert {(a["alert"], a["rank"], a["step"]) for a in spool["alerts"]} == live
+    logs = replay(workdir / "output")                              # MindFormers' own output/log
+    assert [r["alerts"] for r in logs["ranks"]] == [r["alerts"] for r in spool["ranks"]]
+
+
+def test_the_example_without_its_dataset_is_a_crash_before_the_first_step_naming_it(workdir):
+    crash = workdir / "crash"
+    crash.mkdir()
+    shutil.copy(EXAMPLE / "llama_tiny_msdoctor.yaml", crash)
+    done = run(crash, str(EXAMPLE / "train.py"), "--config", "llama_tiny_msdoctor.yaml",
+               "--train_dataset_dir", str(crash / "missing"), check=False)
+    assert done.returncode != 0 and "No dataset file is found" in done.stderr
+    (rank,) = replay(crash / "output")["ranks"]
+    assert rank["verdict"] == "crash-before-first-step" and rank["cause"] == "dataset-missing"
+    assert "No dataset file is found" in rank["first_error"]["text"]
+    assert "/output/log/rank_0/info.log:" in rank["first_error"]["where"]
