@@ -106,7 +106,8 @@ def print_result(result: Dict[str, Any]) -> None:
         print("columns kept but not known as signals: "
               + fmt.printable(", ".join(s["unknown_columns"])))
     if s.get("stats"):
-        print("summary: " + describe(s["stats"]).replace("\n", "\n         "))
+        print("summary: " + "\n         ".join(fmt.printable(line)
+                                       for line in describe(s["stats"]).split("\n")))
 
 
 def clock(t: Any) -> str:
@@ -121,17 +122,18 @@ def print_ranks(result: Dict[str, Any]) -> None:
     ranks = result.get("ranks") or []
     if len(ranks) > 1 or any(r["errors"] or not r["steps"] for r in ranks):
         for r in ranks:
-            print(f"rank {r['rank']}: {r['diagnosis']}")
+            print(fmt.printable(f"rank {r['rank']}: {r['diagnosis']}"))
             for e in r["errors"][:1]:
                 more = f" (+{r['error_count'] - 1} more)" if r["error_count"] > 1 else ""
-                print(f"  first error at {clock(e['t'])}, {e['where']}: {e['text'][:300]}{more}")
+                print("  " + fmt.printable(f"first error at {clock(e['t'])}, {e['where']}: "
+                                           f"{e['text'][:300]}{more}"))
             if r.get("hint"):
-                print(f"  hint: {r['hint']}")
+                print(f"  hint: {fmt.printable(r['hint'])}")
     skipped = result["summary"].get("skipped") or []
     if skipped:
         print(f"skipped {len(skipped)} path(s):")
         for path, why in skipped[:20]:
-            print(f"  {path}: {why}")
+            print("  " + fmt.printable(f"{path}: {why}"))
         if len(skipped) > 20:
             print(f"  ... and {len(skipped) - 20} more (--json lists all)")
 

@@ -89,7 +89,7 @@ def alert_lines(run_dir: Path) -> Optional[List[bytes]]:
 # -- raw HTTP over loopback (the framing tests speak bytes, not a client library's idea) ----
 def http_request(path: str, *headers: str, body: bytes = b"", method: str = "GET") -> bytes:
     lines = [f"{method} {path} HTTP/1.1", *headers]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8") + body
 
 
 def http_responses(raw: bytes) -> List[Tuple[int, Dict[str, str], bytes]]:
