@@ -32,7 +32,12 @@ SCHEMAS: Dict[str, Any] = {
         "delivery": {"type": "array", "items": _obj(["receiver", "sent", "failed", "dropped"], {
             "receiver": {"type": "string"}, "sent": {"type": "integer"},
             "failed": {"type": "integer"}, "dropped": {"type": "integer"},
-            "queued": {"type": "integer"}, "healthy": {"type": "boolean"}})}}),
+            "queued": {"type": "integer"}, "healthy": {"type": "boolean"}})},
+        "ingest": _obj(["max_runs", "runs", "refused_events", "refused_run_starts"], {
+            "max_runs": {"type": "integer"}, "runs": {"type": "integer"},
+            "refused_events": {"type": "integer"}, "refused_run_starts": {"type": "integer"}},
+            description="the bound on run ids kept (--max-runs) and the events refused "
+                        "beyond it")}),
     "Run": _obj(["run", "world_size", "config", "expect", "ranks", "status", "last_step",
                  "alerts"], {
         "run": {"type": "string"}, "world_size": {"type": "integer", "nullable": True},
@@ -142,7 +147,8 @@ SINCE = _param("since", "query", {"type": "integer", "default": 0},
 MAX_POINTS = _param("max_points", "query", {"type": "integer", "minimum": 1, "maximum": 100000},
                     "downsample to at most this many points (min/max per bucket; NaNs kept)")
 SIGNAL = _param("signal", "query", {"type": "string"},
-                "signal name; repeat or comma-separate for several (default: all)")
+                "signal name; repeat or comma-separate for several (default: all); each name "
+                "counts once, at most 64 distinct names")
 
 
 def openapi() -> Dict[str, Any]:

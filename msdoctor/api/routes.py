@@ -22,6 +22,8 @@ from msdoctor.wire.errors import MsdoctorError
 
 PREFIX = "/api/v1"
 ALERT_STATES = ("active", "firing", "pending")
+#: Distinct signal names one request may ask for (a rank records about twenty).
+MAX_SIGNALS = 64
 
 Response = Tuple[int, Dict[str, Any]]
 
@@ -75,10 +77,17 @@ def _int(query: Dict[str, List[str]], name: str, default: Optional[int], low: in
 
 
 def _signals(query: Dict[str, List[str]]) -> List[str]:
-    out: List[str] = []
+    """The signal names asked for, each once, in the order given; at most
+    :data:`MAX_SIGNALS` distinct names (a longer list gets a 400 before any work)."""
+    out: Dict[str, None] = {}
     for value in query.get("signal", []) + query.get("signals", []):
-        out.extend(s for s in value.split(",") if s)
-    return out
+        for name in value.split(","):
+            if name and name not in out:
+                if len(out) >= MAX_SIGNALS:
+                    raise BadRequest(f"query parameter 'signal': more than {MAX_SIGNALS} "
+                                     f"distinct signal names; expected at most {MAX_SIGNALS}")
+                out[name] = None
+    return list(out)
 
 
 def _rank(text: str) -> int:

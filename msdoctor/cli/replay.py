@@ -99,13 +99,15 @@ def print_result(result: Dict[str, Any]) -> None:
     if s.get("parse_error_count"):
         print(f"{s['parse_error_count']} unreadable line(s) skipped, e.g.:")
         for text in s["parse_errors"][:5]:
-            print(f"  {text}")
+            print(f"  {fmt.printable(text)}")
     for note in s.get("notes", [])[:5]:
-        print(f"note: {note}")
+        print(f"note: {fmt.printable(note)}")
     if s.get("unknown_columns"):
-        print(f"columns kept but not known as signals: {', '.join(s['unknown_columns'])}")
+        print("columns kept but not known as signals: "
+              + fmt.printable(", ".join(s["unknown_columns"])))
     if s.get("stats"):
-        print("summary: " + describe(s["stats"]).replace("\n", "\n         "))
+        print("summary: " + "\n         ".join(fmt.printable(line)
+                                       for line in describe(s["stats"]).split("\n")))
 
 
 def clock(t: Any) -> str:
@@ -120,17 +122,18 @@ def print_ranks(result: Dict[str, Any]) -> None:
     ranks = result.get("ranks") or []
     if len(ranks) > 1 or any(r["errors"] or not r["steps"] for r in ranks):
         for r in ranks:
-            print(f"rank {r['rank']}: {r['diagnosis']}")
+            print(fmt.printable(f"rank {r['rank']}: {r['diagnosis']}"))
             for e in r["errors"][:1]:
                 more = f" (+{r['error_count'] - 1} more)" if r["error_count"] > 1 else ""
-                print(f"  first error at {clock(e['t'])}, {e['where']}: {e['text'][:300]}{more}")
+                print("  " + fmt.printable(f"first error at {clock(e['t'])}, {e['where']}: "
+                                           f"{e['text'][:300]}{more}"))
             if r.get("hint"):
-                print(f"  hint: {r['hint']}")
+                print(f"  hint: {fmt.printable(r['hint'])}")
     skipped = result["summary"].get("skipped") or []
     if skipped:
         print(f"skipped {len(skipped)} path(s):")
         for path, why in skipped[:20]:
-            print(f"  {path}: {why}")
+            print("  " + fmt.printable(f"{path}: {why}"))
         if len(skipped) > 20:
             print(f"  ... and {len(skipped) - 20} more (--json lists all)")
 
@@ -158,16 +161,22 @@ def print_table(result: Dict[str, Any]) -> None:
     print(f"{s['run_dir']}: {s['steps']} steps from {s['ranks']} rank(s), {s['rules']} rules, "
           f"{s['firing']} alert(s) fired{grouped} ({s['seconds']:.2f}s)")
     if s.get("spool_error_count"):
-        print(f"{s['spool_error_count']} bad spool line(s) skipped, e.g. {s['spool_errors'][0]}")
+        print(f"{s['spool_error_count']} bad spool line(s) skipped, e.g. "
+              f"{fmt.printable(s['spool_errors'][0])}")
     for message in s["engine_errors"]:
         print(f"engine: {message}")
+    ingest = s.get("ingest") or {}
+    if ingest.get("refused_events"):
+        print(f"{ingest['refused_events']} event(s) of runs beyond the first "
+              f"{ingest['max_runs']} refused (at most {ingest['max_runs']} run ids are kept)")
     alerts = result["alerts"]
     if not alerts:
         print("no alerts")
         return
     header = ("STEP", "RANK", "SEVERITY", "ALERT", "VALUE", "SUMMARY")
-    rows = [(str(a["step"]), str(a["rank"]), a["severity"], a["alert"], _value(a["value"]),
-             _summary(a, alerts[:i])) for i, a in enumerate(alerts)]
+    rows = [tuple(fmt.printable(c) for c in (a["step"], a["rank"], a["severity"], a["alert"],
+                                             _value(a["value"]), _summary(a, alerts[:i])))
+            for i, a in enumerate(alerts)]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)) + "  " + header[-1])
     for row, a in zip(rows, alerts):

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from msdoctor.core.engine.reload import RuleReloader
+from msdoctor.core.format import EscapingFormatter
+from msdoctor.core.limits import MAX_RUNS
 from msdoctor.core.pipeline import Pipeline, stop_on_signals
 from msdoctor.core.runlock import RunLock, RunLocked
 from msdoctor.core.sidecar_log import LogReporter
@@ -53,6 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rules", type=Path, metavar="DIR",
                         help="alerting rule directory or file (default: the shipped rules/); "
                              "serve refuses to start if any rule is invalid")
+    parser.add_argument("--max-runs", type=int, default=MAX_RUNS, metavar="N",
+                        help=f"keep at most N distinct run ids (default: {MAX_RUNS}); the events "
+                             "of further runs are refused and counted (refused_events in "
+                             "/api/v1/status and /metrics)")
     parser.add_argument("--log-level", default="INFO",
                         choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     from msdoctor.http import wiring as endpoint  # /metrics, /api/v1, alert delivery flags
@@ -67,7 +73,7 @@ def build_pipeline(args: argparse.Namespace, listeners: Any = ()) -> Pipeline:
     pipeline = Pipeline(args.run_dir, rules=args.ruleset, journal=True, listeners=listeners,
                         consumers=[LogReporter(progress_every=args.progress_every)],
                         state_dir=args.state_dir, poll_interval=args.poll,
-                        snapshot_interval=args.snapshot_every)
+                        snapshot_interval=args.snapshot_every, max_runs=args.max_runs)
     pipeline.add_consumer(RuleReloader(pipeline.engine, args.rules or default_rules_dir()))
     return pipeline
 
@@ -105,12 +111,20 @@ def refusal(args: argparse.Namespace) -> Optional[str]:
         check_listen(host, args.allow_remote)
     except ListenError as exc:
         return str(exc)
+    if args.max_runs < 1:
+        return f"--max-runs {args.max_runs}: expected an integer >= 1"
+    from msdoctor.http.wiring import token_error
+
+    problem = token_error(args)
+    if problem is not None:
+        return problem
     return problem_with(alerts_file(args.run_dir), JOURNAL)
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler(sys.stderr)    # input text in messages: escaped
+    handler.setFormatter(EscapingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=getattr(logging, args.log_level), handlers=[handler])
     problem = refusal(args)
     if problem:
         print(f"msdoctor serve: {problem}", file=sys.stderr)
@@ -162,5 +176,9 @@ def serve(args: argparse.Namespace) -> int:
         sidecar.run_forever(stop)
     finally:
         frontends.stop()
+    if sidecar.snapshot_error is not None:
+        log.error("stopped; the state could NOT be saved in %s (%s): a restart re-reads the "
+                  "spool from the last good snapshot", sidecar.state_dir, sidecar.snapshot_error)
+        return 1
     log.info("stopped; state saved in %s", sidecar.state_dir)
     return 0

@@ -52,6 +52,7 @@ def rank_row(rank: int, state: RankState, now: float) -> List[str]:
 
 
 def table(rows: List[List[str]]) -> str:
+    rows = [[fmt.printable(cell) for cell in row] for row in rows]   # input text: escaped
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
                      for row in rows)
@@ -67,7 +68,7 @@ def render(store: Store, errors: List[SpoolError], now: float) -> str:
         for key in ("model", "precision", "seq_length", "global_batch"):
             if key in config:
                 facts.append(f"{key} {config[key]}")
-        out.append("  ".join(facts))
+        out.append(fmt.printable("  ".join(facts)))
         rows = [list(COLUMNS)] + [rank_row(r, run.ranks[r], now) for r in sorted(run.ranks)]
         out.append(table(rows))
         out.append("")
@@ -75,7 +76,7 @@ def render(store: Store, errors: List[SpoolError], now: float) -> str:
         shown = errors[:MAX_ERRORS_SHOWN]
         more = len(errors) - len(shown)
         out.append(f"{len(errors)} bad line(s) skipped" + (f", first {len(shown)}:" if more else ":"))
-        out.extend(f"  {e}" for e in shown)
+        out.extend(f"  {fmt.printable(e)}" for e in shown)
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -61,10 +61,18 @@ class RecordClock:
 
 
 def gap_ticks(t_before: float, t_after: float) -> np.ndarray:
-    """Clock times to evaluate a rank at inside a pause from ``t_before`` to ``t_after``."""
-    ticks = np.arange(t_before + TICK_S, t_after, TICK_S)
-    if ticks.shape[0] > MAX_GAP_TICKS:
+    """Clock times to evaluate a rank at inside a pause from ``t_before`` to ``t_after``:
+    every ``TICK_S``, or ``MAX_GAP_TICKS`` evenly spaced ones for a longer pause (decided
+    before anything is allocated: a timestamp far in the future costs no more), and one just
+    before ``t_after``. None (empty) for a pause whose ends or length are not finite."""
+    span = t_after - t_before            # inf when the ends are beyond any clock (1e308)
+    if not (math.isfinite(t_before) and math.isfinite(span)) or span <= 0:
+        return np.zeros(0)
+    count = math.ceil(span / TICK_S) - 1                      # multiples of TICK_S inside
+    if count > MAX_GAP_TICKS:
         ticks = np.linspace(t_before + TICK_S, t_after, MAX_GAP_TICKS, endpoint=False)
+    else:
+        ticks = np.arange(t_before + TICK_S, t_after, TICK_S)
     last = t_after - 1e-3                 # just before the record that ends the pause
     return np.append(ticks, last) if last > t_before else ticks
 
@@ -75,11 +83,12 @@ def split_at_gaps(batch: StepBatch, t_before: float, step_before: float = -math.
     of the pause that follows it (the last part: none; the first part is None when the pause
     came before the batch)."""
     t = np.array(batch.t, dtype=np.float64)
-    known = ~np.isnan(t)
+    known = np.isfinite(t)                # "inf" is no time to tick towards
     if not known.any():
         return [(batch, np.zeros(0))]
+    t = np.where(known, t, np.nan)
     prev = np.concatenate(([t_before], t[:-1]))
-    prev_known = np.where(np.isnan(prev), -np.inf, prev)
+    prev_known = np.where(np.isfinite(prev), prev, -np.inf)
     np.maximum.accumulate(prev_known, out=prev_known)      # the last known time before each row
     gaps = t - prev_known
     intervals = np.diff(t[known])

@@ -12,12 +12,46 @@ Two families, pure functions:
 """
 from __future__ import annotations
 
+import logging
 import math
-from typing import Union
+from typing import Dict, Union
 
 from msdoctor.wire.numbers import to_wire
 
 MISSING = "-"
+
+
+def _escapes() -> Dict[int, str]:
+    table = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7f, *range(0x80, 0xa0)]}
+    table.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
+    # line/paragraph separators and the bidirectional overrides that reorder what is shown
+    table.update({c: f"\\u{c:04x}" for c in [0x2028, 0x2029, *range(0x202a, 0x202f),
+                                              *range(0x2066, 0x206a)]})
+    return table
+
+
+_ESCAPES = _escapes()
+
+
+def printable(text: object) -> str:
+    """``text`` safe for a terminal or a log line: control characters (newlines, escape
+    sequences, C1 codes) and bidirectional overrides become visible escapes (``\\x1b``,
+    ``\\n``, ``\\u202e``); everything else is kept as it is."""
+    return str(text).translate(_ESCAPES)
+
+
+class EscapingFormatter(logging.Formatter):
+    """A log formatter that passes each message through :func:`printable`, so text read from
+    input (run names, paths, exception texts) cannot forge log lines or drive the terminal.
+    A traceback, appended after the message, keeps its newlines."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        saved = record.msg, record.args
+        record.msg, record.args = printable(record.getMessage()), None
+        try:
+            return super().format(record)
+        finally:
+            record.msg, record.args = saved
 
 
 def is_number(value: object) -> bool:

@@ -35,8 +35,10 @@ from msdoctor.core.alerts.feed import JournalReader
 from msdoctor.core.batch import StepBatch
 from msdoctor.core.clock import RankTimes, RecordClock, WallClock, latest_time, split_at_gaps
 from msdoctor.core.consumers import Consumer
+from msdoctor.core.limits import MAX_RUNS, RunLimit
 from msdoctor.core.spool import DEFAULT_POLL_BYTES, Chunk, SpoolTailer, drain
 from msdoctor.core.state import DEFAULT_CAPACITY, Store
+from msdoctor.wire.errors import MsdoctorError
 from msdoctor.wire.layout import alerts_file
 
 log = logging.getLogger("msdoctor.sidecar")
@@ -58,6 +60,10 @@ def consumer_name(consumer: Any, taken: Set[str]) -> str:
     return name
 
 
+class SnapshotFailure(MsdoctorError):
+    """A consumer's state could not be taken: the snapshot is not written."""
+
+
 class Pipeline:
     """Read a run directory's spool (or items of a recording) through the store, the rule
     engine and the active-alert set.
@@ -75,7 +81,7 @@ class Pipeline:
                  keep_transitions: bool = False, persist: bool = True,
                  state_dir: Optional[os.PathLike | str] = None, poll_interval: float = 0.5,
                  snapshot_interval: float = 5.0, capacity: int = DEFAULT_CAPACITY,
-                 poll_bytes: int = DEFAULT_POLL_BYTES) -> None:
+                 poll_bytes: int = DEFAULT_POLL_BYTES, max_runs: int = MAX_RUNS) -> None:
         self.run_dir = Path(run_dir) if run_dir is not None else None
         if clock is None or callable(clock) and not isinstance(clock, (WallClock, RecordClock)):
             clock = WallClock(clock or time.time)     # a bare callable is a wall clock
@@ -90,6 +96,10 @@ class Pipeline:
         #: take it for a consistent read.
         self.lock = threading.RLock()
         self.store: Optional[Store] = Store(capacity, clock=self.clock.now) if store else None
+        #: the run ids kept and what was refused beyond the bound (shared with the store)
+        self.run_limit = RunLimit(int(max_runs))
+        if self.store is not None:
+            self.store.run_limit = self.run_limit
         self.alerts = ActiveAlerts(listeners, clock=self.clock.now)
         self.transitions: Optional[List[Any]] = [] if keep_transitions else None
         self.engine: Any = self._engine(rules, journal) if rules is not None else None
@@ -104,6 +114,8 @@ class Pipeline:
         self.restored: Optional[snapshot.Snapshot] = None
         self.last_snapshot: Optional[float] = None
         self.snapshot_seconds = 0.0     # how long the last snapshot took to write
+        self.snapshot_failures = 0      # saves that failed (nothing was written)
+        self.snapshot_error: Optional[str] = None   # why the last save failed (None: it worked)
         if self.persist:
             self._restore(capacity)
 
@@ -144,33 +156,59 @@ class Pipeline:
             self.tailer = SpoolTailer(self.run_dir)
             return
         snap.store.clock = self.clock.now
+        self.run_limit.load(snap.store.run_limit.to_json())
+        snap.store.run_limit = self.run_limit
+        self.run_limit.know(snap.store.runs)
         if self.store is not None:
             self.store = snap.store
         self.restored = snap
         for name, consumer in self._stateful():
             if name in snap.consumers and hasattr(consumer, "load_state_dict"):
                 self._call(name, consumer, "load_state_dict", snap.consumers[name])
+        if self.engine is not None:
+            self.run_limit.know(getattr(self.engine, "runs", {}))
         log.info("resumed from %s (%d spool files)", self.state_dir / snapshot.FILENAME,
                  len(self.tailer.offsets))
 
     def save_snapshot(self) -> Optional[Path]:
-        """Write offsets + state + consumer states now; None when it could not be written."""
+        """Write offsets + state + consumer states now; None when it could not be written.
+
+        All or nothing: when a consumer's ``state_dict`` raises, nothing is written (offsets
+        saved without that state would lose it for good); the previous snapshot stays. Each
+        failure is counted (:attr:`snapshot_failures`) and logged as an error, with its
+        reason in :attr:`snapshot_error`.
+        """
         if self.state_dir is None or self.run_dir is None or self.tailer is None:
             return None
         started = time.perf_counter()
         states: Dict[str, Any] = {}
-        for name, consumer in self._stateful():
-            if hasattr(consumer, "state_dict"):
-                state = self._call(name, consumer, "state_dict")
-                if state is not None:
-                    states[name] = state
         try:
+            for name, consumer in self._stateful():
+                if hasattr(consumer, "state_dict"):
+                    try:
+                        state = consumer.state_dict()
+                    except Exception as exc:  # noqa: BLE001 - reported, the pipeline goes on
+                        raise SnapshotFailure(f"{name}.state_dict raised "
+                                              f"{type(exc).__name__}: {exc}") from exc
+                    if state is not None:
+                        states[name] = state
             path = snapshot.save(self.state_dir, self.run_dir, self.tailer.state_dict(),
                                  self.store if self.store is not None else Store(), states)
-        except (OSError, TypeError, ValueError) as exc:
-            self._report_once("snapshot", "save", type(exc).__name__,
-                              "cannot write the snapshot in %s: %s", self.state_dir, exc)
+        except (SnapshotFailure, OSError, TypeError, ValueError, RecursionError) as exc:
+            error = str(exc) if isinstance(exc, SnapshotFailure) \
+                else f"{type(exc).__name__}: {exc}"
+            self.snapshot_failures += 1
+            if error != self.snapshot_error or str(self.snapshot_failures).rstrip("0") == "1":
+                log.error("the state could NOT be saved in %s: %s; the previous snapshot (if "
+                          "any) stays (%d failed save(s) so far)", self.state_dir, error,
+                          self.snapshot_failures)
+            self.snapshot_error = error
+            self.last_snapshot = self.clock.now()       # try again after the interval
             return None
+        if self.snapshot_error is not None:
+            log.warning("the state is saved again in %s after %d failed save(s)",
+                        self.state_dir, self.snapshot_failures)
+            self.snapshot_error = None
         self.last_snapshot = self.clock.now()
         self.snapshot_seconds = time.perf_counter() - started
         return path
@@ -185,12 +223,17 @@ class Pipeline:
 
     # -- input --------------------------------------------------------------
     def apply(self, chunk: Chunk) -> None:
-        """One chunk of one (run, rank) through the store, the engine and the consumers."""
+        """One chunk of one (run, rank) through the store, the engine and the consumers;
+        refused (counted, see :mod:`msdoctor.core.limits`) when its run is one too many."""
         with self.lock:
             # a file-level problem alone (a directory where a rank file should be) is only
             # reported: it makes no rank appear
             if chunk.events or chunk.steps is not None \
                     or any(e.line_no for e in chunk.errors):
+                steps = len(chunk.steps) if chunk.steps is not None else 0
+                count = max(len(chunk.events), len(chunk.others) + steps)  # a recording: others
+                if not self.run_limit.admit(chunk.run, chunk.others, count, chunk.path):
+                    return
                 if self.store is not None:
                     self.store.apply(chunk)
                 if self.engine is not None:

@@ -85,13 +85,15 @@ def store_to_dict(store: Store) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
         runs.append({"run": run.run, "world_size": run.world_size, "config": run.config,
                      "expect": run.expect,
                      "run_start": [[r, e] for r, e in run.run_start.items()], "ranks": ranks})
-    return {"capacity": store.capacity, "runs": runs}, arrays
+    return {"capacity": store.capacity, "runs": runs,
+            "run_limit": store.run_limit.to_json()}, arrays
 
 
 def store_from_dict(doc: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
                     capacity: Optional[int] = None) -> Store:
     """Rebuild a :class:`Store` from :func:`store_to_dict` output."""
     store = Store(capacity or int(doc.get("capacity", DEFAULT_CAPACITY)))
+    store.run_limit.load(doc.get("run_limit") or {})
     for entry in doc["runs"]:
         run = store.runs[entry["run"]] = RunState(entry["run"])
         run.world_size = entry.get("world_size")

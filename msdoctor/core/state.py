@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from msdoctor.core.batch import StepBatch
+from msdoctor.core.limits import RunLimit
 from msdoctor.core.runstart import fold_run_start
 from msdoctor.core.spool import Chunk
 
@@ -260,6 +261,8 @@ class Store:
         self.capacity = int(capacity)
         self.clock = clock
         self.runs: Dict[str, RunState] = {}
+        #: the bound on run ids and what it refused (the pipeline checks it)
+        self.run_limit = RunLimit()
 
     def rank(self, run: str, rank: int) -> RankState:
         """The state of (run, rank), created on first use."""

@@ -13,12 +13,14 @@ Alertmanager needs for firing alerts).
 """
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import logging
+import socket
 import threading
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from collections import deque
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional
 
@@ -34,20 +36,52 @@ class DeliveryError(MsdoctorError):
 
 
 def post_json(url: str, body: Any, timeout: float, headers: Mapping[str, str] = ()) -> int:
-    """POST ``body`` as JSON; return the status or raise :class:`DeliveryError`."""
+    """POST ``body`` as JSON; return the status or raise :class:`DeliveryError`.
+
+    ``timeout`` bounds the whole request (connect, send, the status line, the headers and
+    the body of the answer), not each socket read: a receiver that trickles its answer a
+    byte at a time is cut off at the deadline like one that never answers.
+    """
     data = json.dumps(body, allow_nan=False, separators=(",", ":")).encode("utf-8")
-    request = urllib.request.Request(url, data=data, method="POST", headers={
-        "Content-Type": "application/json", "User-Agent": USER_AGENT, **dict(headers)})
+    parts = urllib.parse.urlsplit(url)
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s) only, checked
-            response.read(1 << 16)
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        detail = exc.read(500).decode("utf-8", "replace").strip()
-        raise DeliveryError(f"HTTP {exc.code} from {url}: {detail or exc.reason}") from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise DeliveryError(f"cannot reach {url}: {reason}") from None
+        conn = kind(parts.hostname or "", parts.port, timeout=timeout)
+    except ValueError as exc:
+        raise DeliveryError(f"cannot reach {url}: {exc}") from None
+    expired = threading.Event()
+
+    def cut() -> None:                    # wakes a blocked read: it fails at once
+        expired.set()
+        sock = conn.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(timeout, cut)
+    timer.daemon = True
+    timer.start()
+    try:
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        conn.request("POST", path, body=data, headers={
+            "Content-Type": "application/json", "User-Agent": USER_AGENT, **dict(headers)})
+        response = conn.getresponse()
+        answer = response.read(1 << 16)
+        if expired.is_set():
+            raise OSError("deadline passed")
+        if not 200 <= response.status < 300:
+            detail = answer[:500].decode("utf-8", "replace").strip()
+            raise DeliveryError(f"HTTP {response.status} from {url}: "
+                                f"{detail or response.reason}")
+        return int(response.status)
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        if expired.is_set():
+            raise DeliveryError(f"no complete answer from {url} within {timeout:g} s "
+                                f"(the deadline of one request)") from None
+        raise DeliveryError(f"cannot reach {url}: {exc}") from None
+    finally:
+        timer.cancel()
+        conn.close()
 
 
 def check_url(url: str, what: str) -> str:

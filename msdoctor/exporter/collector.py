@@ -113,9 +113,10 @@ def _families(store: Store, alerts: Optional[AlertSource],
         delivered.add((d.receiver,), float(stats.get("sent", 0)))
         failed.add((d.receiver,), float(stats.get("failed", 0)))
         dropped.add((d.receiver,), float(stats.get("dropped", 0)))
+    refused = Family(names.INGEST_REFUSED, [()], [float(store.run_limit.refused_events)])
     build = Family(names.BUILD, [(__version__, platform.python_version())], [1.0])
     return [*gauges, last_step, last_event, running, *counters, world, exp_tokens, exp_step,
-            alert, delivered, failed, dropped, build]
+            alert, delivered, failed, dropped, refused, build]
 
 
 def _expected(expect: dict, key: Optional[str], run: str, family: Family) -> None:

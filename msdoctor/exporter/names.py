@@ -111,6 +111,11 @@ DELIVERY_DROPPED = MetricSpec(PREFIX + "alert_notifications_dropped", "counter",
                               "Alert notifications dropped (queue full or retries exhausted).",
                               None, ("receiver",))
 
+#: Input refused at a bound (``--max-runs``): counted, never kept.
+INGEST_REFUSED = MetricSpec(PREFIX + "ingest_refused_events", "counter",
+                            "Spool events refused because their run id was one more than the "
+                            "sidecar keeps (--max-runs).", None, ())
+
 #: Pipeline metadata.
 BUILD = MetricSpec(PREFIX + "build", "info", "msdoctor build information.", None,
                    ("version", "python_version"))
@@ -118,7 +123,7 @@ BUILD = MetricSpec(PREFIX + "build", "info", "msdoctor build information.", None
 ALL: Tuple[MetricSpec, ...] = (
     RANK_GAUGES + (LAST_STEP, LAST_EVENT_TIME, RUNNING) + RANK_COUNTERS
     + (RUN_WORLD_SIZE, RUN_EXPECTED_TOKENS, RUN_EXPECTED_STEP_TIME, ALERT,
-       NOTIFICATIONS, DELIVERY_FAILURES, DELIVERY_DROPPED, BUILD)
+       NOTIFICATIONS, DELIVERY_FAILURES, DELIVERY_DROPPED, INGEST_REFUSED, BUILD)
 )
 
 #: sample name -> spec, for lookups by what a PromQL expression mentions.

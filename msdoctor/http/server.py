@@ -1,16 +1,23 @@
 """The sidecar's HTTP endpoint: ``/metrics`` for Prometheus, ``/api/v1`` for the TUI.
 
 Loopback by default (``127.0.0.1:9089``). Any other address needs
-``allow_remote=True`` (``--allow-remote``); ``/api`` then accepts a bearer
-token (``--api-token`` or ``MSDOCTOR_API_TOKEN``). Only GET and HEAD are
-served; other methods get 405. Nothing is ever read from disk to answer a
-request: every response is built from the in-memory state.
+``allow_remote=True`` (``--allow-remote``), and ``/api`` there answers only with the
+bearer token (``--api-token`` or ``MSDOCTOR_API_TOKEN``; without one it is refused
+with 403, ``/metrics`` stays open). Only GET and HEAD are served; other methods get
+405. Nothing is ever read from disk to answer a request: every response is built
+from the in-memory state.
+
+Framing (:mod:`msdoctor.http.framing`): a request line longer than 8 KiB gets 414; a
+body is read and discarded (up to 64 KiB; a longer one gets 413, ``Transfer-Encoding``
+or a malformed ``Content-Length`` 400, each closing the connection), so a body is never
+taken for the next request. On a loopback address the ``Host`` header must name
+loopback (``localhost``, ``127.0.0.1``, ``[::1]``, ...) or the listen address, else 421:
+a web page that re-binds its DNS name to 127.0.0.1 cannot read the sidecar.
 """
 from __future__ import annotations
 
 import contextlib
 import hmac
-import ipaddress
 import json
 import logging
 import socket
@@ -22,6 +29,15 @@ from urllib.parse import urlsplit
 from msdoctor import __version__
 from msdoctor.exporter.collector import StoreCollector
 from msdoctor.exporter.exposition import CONTENT_TYPE, LabelCache, render
+from msdoctor.http.framing import (
+    BACKLOG,
+    FramingError,
+    check_host,
+    check_token,
+    discard_body,
+    is_loopback,
+    loopback_hosts,
+)
 from msdoctor.wire.errors import MsdoctorError
 from msdoctor.wire.layout import DEFAULT_LISTEN, TOKEN_ENV
 
@@ -58,16 +74,6 @@ def parse_listen(text: str, what: str = "listen address") -> Tuple[str, int]:
     return host, port
 
 
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback IP literals (127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def check_listen(host: str, allow_remote: bool) -> None:
     """Refuse a non-loopback address unless the user opted in."""
     if not is_loopback(host) and not allow_remote:
@@ -87,6 +93,20 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = f"msdoctor/{__version__}"
     protocol_version = "HTTP/1.1"
     timeout = 30
+
+    def parse_request(self) -> bool:
+        """The stdlib's parsing, then the framing rules: bounded request line, no body
+        left unread, a loopback ``Host`` on a loopback address. False: answered already."""
+        try:
+            if not super().parse_request():
+                return False
+            discard_body(self.raw_requestline, self.headers, self.rfile)
+            check_host(self.headers.get("Host"), self.server.owner.allowed_hosts)
+        except FramingError as exc:
+            self._send(exc.status, "application/json", _json({"error": str(exc)}),
+                       {"Connection": "close"})
+            return False
+        return True
 
     # every other method (POST, PUT, DELETE, PATCH, OPTIONS, ...) is refused
     def __getattr__(self, name: str) -> Callable[[], None]:
@@ -110,6 +130,9 @@ class _Handler(BaseHTTPRequestHandler):
             if path == "/metrics":
                 self._send(200, CONTENT_TYPE, owner.metrics())
             elif path == "/api/v1" or path.startswith("/api/v1/"):
+                if owner.api_refused:
+                    self._send(403, "application/json", _json({"error": owner.api_refused}))
+                    return
                 if not self._authorised():
                     self._send(401, "application/json",
                                _json({"error": "missing or wrong bearer token for /api"}),
@@ -138,8 +161,10 @@ class _Handler(BaseHTTPRequestHandler):
             return True
         header = self.headers.get("Authorization", "")
         scheme, _, given = header.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(),
-                                                                 token.encode())
+        # the header's bytes as sent (http.client decodes them as latin-1) against the
+        # token's; the token is printable ASCII (checked at start), so both agree
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode("latin-1", "replace"), token.encode("ascii"))
 
     def _send(self, status: int, content_type: str, body: bytes,
               headers: Optional[dict] = None) -> None:
@@ -183,6 +208,7 @@ class _Server(ThreadingHTTPServer):
     """One thread per connection, at most ``cap`` at once: one more gets a 503 and is closed."""
 
     daemon_threads = True
+    request_queue_size = BACKLOG      # the stdlib's 5 makes concurrent scrapers time out
     owner: "SidecarServer"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -239,9 +265,17 @@ class SidecarServer:
                  lock: Optional[Any] = None) -> None:
         host, port = parse_listen(listen)
         check_listen(host, allow_remote)
+        if api_token:
+            check_token(api_token)
+        #: why ``/api`` is refused (None: served): beyond loopback it needs a token
+        self.api_refused: Optional[str] = None
         if not is_loopback(host) and not api_token:
-            log.warning("listening on %s without an API token: anyone who can reach it can read "
-                        "/api (set --api-token or %s)", host, TOKEN_ENV)
+            self.api_refused = (f"the API needs a bearer token when the sidecar listens beyond "
+                                f"loopback ({host}); start it with --api-token or {TOKEN_ENV}")
+            log.warning("listening on %s without an API token: /api is refused (403), /metrics "
+                        "is served (set --api-token or %s to serve /api)", host, TOKEN_ENV)
+        #: names the Host header may carry (None: any; the address is not loopback)
+        self.allowed_hosts = loopback_hosts(host) if is_loopback(host) else None
         self.collector = collector
         self.api = api
         self.api_token = api_token or None

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ContextManager, List, Optional, Sequence
 
 from msdoctor.core.state import Store
 from msdoctor.delivery import AlertmanagerDeliverer, Deliverer, WebhookDeliverer
+from msdoctor.http.framing import TokenError, check_token
 from msdoctor.wire.layout import DEFAULT_LISTEN, TOKEN_ENV
 
 if TYPE_CHECKING:   # imported when the server starts (prometheus_client stays unloaded until then)
@@ -29,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser, listen: bool = True) -> None:
     parser.add_argument("--allow-remote", action="store_true",
                         help="allow --listen on a non-loopback address")
     parser.add_argument("--api-token", metavar="TOKEN", default=None,
-                        help=f"bearer token required by /api (default: ${TOKEN_ENV})")
+                        help=f"bearer token required by /api (default: ${TOKEN_ENV}); printable "
+                             "ASCII only; needed for /api on a non-loopback --listen")
     parser.add_argument("--alertmanager", action="append", default=[], metavar="URL",
                         help="push alerts to this Alertmanager (repeatable), e.g. "
                              "http://127.0.0.1:9093")
@@ -37,6 +39,23 @@ def add_arguments(parser: argparse.ArgumentParser, listen: bool = True) -> None:
                         help="POST alert transitions as JSON to this URL (repeatable)")
     parser.add_argument("--alert-resend", type=float, default=60.0, metavar="S",
                         help="re-send firing alerts to Alertmanager every S seconds (default: 60)")
+
+
+def api_token(args: argparse.Namespace) -> Optional[str]:
+    """``--api-token``, else ``$MSDOCTOR_API_TOKEN``, else None."""
+    return args.api_token or os.environ.get(TOKEN_ENV) or None
+
+
+def token_error(args: argparse.Namespace) -> Optional[str]:
+    """Why the API token cannot be used (None: it can, or there is none)."""
+    token = api_token(args)
+    try:
+        if token:
+            check_token(token)
+    except TokenError as exc:
+        where = "--api-token" if args.api_token else TOKEN_ENV
+        return f"{where}: {exc}"
+    return None
 
 
 class Endpoint:
@@ -61,9 +80,8 @@ class Endpoint:
         for i, url in enumerate(args.webhook):
             deliverers.append(WebhookDeliverer(url, name="webhook" if i == 0
                                                else f"webhook-{i + 1}"))
-        token = args.api_token or os.environ.get(TOKEN_ENV) or None
         return cls(args.run_dir, listen=args.listen, allow_remote=args.allow_remote,
-                   api_token=token, deliverers=deliverers)
+                   api_token=api_token(args), deliverers=deliverers)
 
     def start(self, store: Store, alerts: Any,
               lock: Optional[ContextManager[Any]] = None) -> SidecarServer:

@@ -215,6 +215,7 @@ def result_of(pipeline: Pipeline, rules: Any, events: int, steps: int, stats: Ru
             "still_firing": [f"{a['alert']}@{a['run']}/{a['rank']}"
                              for a in pipeline.alerts.firing()],
             "engine_errors": engine.errors, "seconds": round(took, 3), "stats": stats.to_dict(),
+            "ingest": pipeline.run_limit.to_json(),
         },
     }
 

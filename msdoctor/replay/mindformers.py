@@ -34,6 +34,7 @@ from msdoctor.replay.crashes import ErrorScan
 from msdoctor.replay.numbers import flags, floats
 from msdoctor.replay.recording import Block, FormatError, Recording
 from msdoctor.replay.textfile import Progress, blocks
+from msdoctor.wire.schema import INT64_MAX, INT64_MIN
 
 NAME = "mindformers"
 MARK = "{ Epoch:["
@@ -137,6 +138,18 @@ def parse_block(text: str, path: str, first_line: int, out: Recording,
         if not rows:
             return None
     cols = list(zip(*rows))
+    steps, too_big = _step_numbers(cols[0], cols[3], cols[2])
+    if too_big:                             # a located error each; the other lines are kept
+        for row, value in too_big:
+            out.problems.add(path, _line_no(lines, picked[row], first_line, out),
+                             f"MindFormers step line, step: (epoch - 1) x steps per epoch + "
+                             f"step = {value} does not fit in 64 bits; expected a step number "
+                             f"up to {INT64_MAX}")
+        keep = sorted(set(range(len(picked))) - {row for row, _ in too_big})
+        if not keep:
+            return None
+        picked, rows = [picked[i] for i in keep], [rows[i] for i in keep]
+        cols, steps = list(zip(*rows)), steps[keep]
     n = len(picked)
 
     def check(name: str, result: Tuple) -> Tuple[np.ndarray, Optional[np.ndarray]]:
@@ -146,9 +159,6 @@ def parse_block(text: str, path: str, first_line: int, out: Recording,
                              f"MindFormers step line, {name}: {message}")
         return values, mask
 
-    epoch = np.array(cols[0], dtype=np.int64)
-    per_epoch = np.array(cols[3], dtype=np.int64)
-    steps = (epoch - 1) * per_epoch + np.array(cols[2], dtype=np.int64)
     columns: Dict[str, Tuple[np.ndarray, Optional[np.ndarray]]] = {}
     columns["loss"] = check("loss", floats(_either(cols[4], cols[5])))
     ms, ms_mask = check("per_step_time", floats(cols[6]))
@@ -168,6 +178,24 @@ def parse_block(text: str, path: str, first_line: int, out: Recording,
             columns["tokens"] = (tokens, None if mask.all() else mask)
     columns = {k: v for k, v in columns.items() if v[1] is None or v[1].any()}
     return Block(steps, _times(picked), columns)
+
+
+def _step_numbers(epochs: Sequence[str], per_epoch: Sequence[str], steps: Sequence[str]
+                  ) -> Tuple[np.ndarray, List[Tuple[int, int]]]:
+    """``(epoch - 1) * steps_per_epoch + step`` per row as int64, and the rows (with their
+    value) that do not fit in 64 bits: numpy when the digits cannot overflow, else exact
+    Python integers row by row."""
+    def digits(column: Sequence[str]) -> int:
+        return max(map(len, column))
+
+    if digits(epochs) + digits(per_epoch) <= 17 and digits(steps) <= 17:
+        epoch = np.array(epochs, dtype=np.int64)
+        return (epoch - 1) * np.array(per_epoch, dtype=np.int64) \
+            + np.array(steps, dtype=np.int64), []
+    values = [(int(e) - 1) * int(p) + int(s) for e, p, s in zip(epochs, per_epoch, steps)]
+    too_big = [(row, v) for row, v in enumerate(values) if not INT64_MIN <= v <= INT64_MAX]
+    return np.array([v if INT64_MIN <= v <= INT64_MAX else 0 for v in values],
+                    dtype=np.int64), too_big
 
 
 def _either(inner: Sequence[str], bare: Sequence[str]) -> List[str]:

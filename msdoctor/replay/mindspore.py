@@ -23,6 +23,7 @@ import numpy as np
 from msdoctor.replay.numbers import floats
 from msdoctor.replay.recording import Block, Recording
 from msdoctor.replay.textfile import Progress, blocks
+from msdoctor.wire.schema import INT64_MAX, INT64_MIN
 
 NAME = "mindspore"
 
@@ -74,11 +75,19 @@ def read(path: str, run: str, rank: int, out: Recording, progress: Progress = No
     values, mask, bad = floats(losses)
     for row, message in bad:
         out.problems.add(path, lines[row], f"LossMonitor line, loss: {message}")
-    epoch_arr, step_arr = np.array(epochs, np.int64), np.array(in_epoch, np.int64)
-    steps = (epoch_arr - 1) * int(step_arr.max()) + step_arr
-    columns = {"loss": (values, mask)}
-    step_ms = np.full(len(steps), np.nan)
-    data_ms = np.full(len(steps), np.nan)
+    per_epoch = max(in_epoch)
+    numbers = [(e - 1) * per_epoch + s for e, s in zip(epochs, in_epoch)]
+    keep = [i for i, v in enumerate(numbers) if INT64_MIN <= v <= INT64_MAX]
+    if len(keep) < len(numbers):          # a located error each; the other lines are kept
+        for i in sorted(set(range(len(numbers))) - set(keep)):
+            out.problems.add(path, lines[i], f"LossMonitor line, step: (epoch - 1) x steps per "
+                                             f"epoch + step = {numbers[i]} does not fit in 64 "
+                                             f"bits; expected a step number up to {INT64_MAX}")
+        if not keep:
+            return
+    steps = np.array([numbers[i] for i in keep], dtype=np.int64)
+    step_ms = np.full(len(numbers), np.nan)
+    data_ms = np.full(len(numbers), np.nan)
     begin = 0
     for end, per_step, data in timing:
         for target, text, what in ((step_ms, per_step, "per step time"),
@@ -92,7 +101,9 @@ def read(path: str, run: str, rank: int, out: Recording, progress: Progress = No
             elif m is None:
                 target[begin:end] = v[0]
         begin = end
-    for name, ms in (("step_time_s", step_ms), ("data_wait_s", data_ms)):
+    rows = np.asarray(keep, dtype=np.intp)           # the lines whose step number fits
+    columns = {"loss": (values[rows], None if mask is None else mask[rows])}
+    for name, ms in (("step_time_s", step_ms[rows]), ("data_wait_s", data_ms[rows])):
         have = ~np.isnan(ms)
         if have.any():
             columns[name] = (ms / 1000.0, None if have.all() else have)

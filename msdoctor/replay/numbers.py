@@ -36,7 +36,8 @@ def number(text: str) -> Optional[float]:
             return None
         values = [float(p) for p in parts]          # ValueError propagates: malformed
         return values[0] if len(values) == 1 else float(np.mean(values))
-    raise ValueError(f"expected a number (or nan, inf, -inf, None), got {text!r}")
+    shown = text if len(text) <= 60 else text[:57] + "..."     # a message stays one short line
+    raise ValueError(f"expected a number (or nan, inf, -inf, None), got {shown!r}")
 
 
 def floats(texts: Sequence[Optional[str]]) -> Tuple[np.ndarray, Optional[np.ndarray], List[Tuple[int, str]]]:

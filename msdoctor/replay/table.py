@@ -22,6 +22,8 @@ from msdoctor.replay.textfile import Progress, blocks
 from msdoctor.wire.schema import STEP_SIGNALS
 
 KNOWN = frozenset(("step", "t", "rank", "run", "overflow", "tokens_per_s") + STEP_SIGNALS)
+#: Distinct keys of a JSONL table read as columns (each costs a cell per row).
+MAX_COLUMNS = 64
 
 try:
     import orjson as _orjson
@@ -113,6 +115,10 @@ def read_jsonl(path: str, run: str, rank: int, out: Recording, progress: Progres
             records.append(record)
             lines.append(first_line + offset)
     names = list(dict.fromkeys(k for r in records for k in r))
+    if len(names) > MAX_COLUMNS:         # each column costs a cell per row: bound them
+        out.problems.add(path, 1, f"{len(names)} distinct keys; the first {MAX_COLUMNS} are "
+                                  f"read as columns, the rest ignored (expected a few signals)")
+        names = names[:MAX_COLUMNS]
     columns = {}
     for name in names:
         columns[name] = [_text(r.get(name)) for r in records]
@@ -150,11 +156,21 @@ def _emit(columns: Dict[str, List[Optional[str]]], lines: List[int], path: str, 
     for row in np.flatnonzero(~whole & np.isfinite(step_values)):
         out.problems.add(path, lines[row], f"column 'step': expected an integer, "
                                            f"got {columns['step'][row]!r}")
-    bad_rows |= ~whole
+    big = whole & ~(np.abs(step_values) < 2.0 ** 63)
+    for row in np.flatnonzero(big):
+        out.problems.add(path, lines[row], f"column 'step': {columns['step'][row]!r} does not "
+                                           f"fit in 64 bits; expected a step number below 2**63")
+    bad_rows |= ~whole | big
     ranks = np.full(n, rank, dtype=np.int64)
     if "rank" in columns:
         values, mask = report("rank", floats(columns["rank"]))
         ok = np.isfinite(values) if mask is None else (mask & np.isfinite(values))
+        odd = ok & ~((values >= 0) & (values < 2.0 ** 31) & (values == np.round(values)))
+        for row in np.flatnonzero(odd):
+            out.problems.add(path, lines[row], f"column 'rank': expected an integer from 0 to "
+                                               f"2**31 - 1, got {columns['rank'][row]!r}")
+        bad_rows |= odd
+        ok &= ~odd
         ranks[ok] = values[ok].astype(np.int64)
     runs = columns.get("run")
     t = np.full(n, np.nan)
@@ -169,11 +185,12 @@ def _emit(columns: Dict[str, List[Optional[str]]], lines: List[int], path: str, 
             out.unknown_columns.append(name)
         parsed = flags(texts) if name == "overflow" else floats(texts)
         signals[name] = report(name, parsed)
-    keys = list(zip(runs if runs is not None else [run] * n, ranks.tolist()))
-    for key in dict.fromkeys(keys):
-        rows = np.flatnonzero(np.array([k == key for k in keys]) & ~bad_rows)
-        if not len(rows):
-            continue
+    groups: Dict[Any, List[int]] = {}    # (run, rank) -> its rows, in one pass
+    for i, key in enumerate(zip(runs if runs is not None else [run] * n, ranks.tolist())):
+        if not bad_rows[i]:
+            groups.setdefault(key, []).append(i)
+    for key, members in groups.items():
+        rows = np.asarray(members, dtype=np.intp)
         block_columns = {}
         for name, (values, mask) in signals.items():
             m = None if mask is None else mask[rows]

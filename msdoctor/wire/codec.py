@@ -55,6 +55,8 @@ def loads(line: bytes) -> Any:
         return json.loads(line.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise EventError(f"not valid UTF-8 at byte {exc.start}") from None
+    except RecursionError:
+        raise EventError("not valid JSON (nested too deeply)") from None
     except ValueError as exc:  # orjson.JSONDecodeError and json.JSONDecodeError
         message = str(exc)
         if "utf-8" in message.lower() or "surrogate" in message.lower():

@@ -30,6 +30,10 @@ EXPECTED: Dict[str, str] = {
 
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
+#: Deepest nesting of objects and arrays inside one field's value (``config``, ``expect``,
+#: unknown fields). Deeper values are refused: JSON encoders and the snapshot have limits.
+MAX_DEPTH = 32
+
 #: Spellings of non-finite numbers accepted on the wire (JSON has no NaN/Inf).
 NONFINITE: Dict[str, float] = {
     "nan": math.nan, "NaN": math.nan, "-nan": math.nan,
@@ -102,6 +106,34 @@ def check_field(name: str, kind: str, value: Any) -> Any:
     raise EventError(f"field {name!r}: expected {EXPECTED[kind]}, got {_describe(value)}", name)
 
 
+def nesting_depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """How deeply objects and arrays nest in ``value`` (a scalar: 0, ``{}``: 1), counted
+    level by level without recursion, and only up to ``limit + 1``."""
+    depth, level = 0, [value]
+    while depth <= limit:
+        children: list = []
+        containers = False
+        for item in level:
+            if isinstance(item, dict):
+                children.extend(item.values())
+                containers = True
+            elif isinstance(item, list):
+                children.extend(item)
+                containers = True
+        if not containers:
+            break
+        depth, level = depth + 1, children
+    return depth
+
+
+def check_depth(event: Dict[str, Any]) -> None:
+    """Refuse a field whose value nests deeper than :data:`MAX_DEPTH` levels."""
+    for name, value in event.items():
+        if isinstance(value, (dict, list)) and nesting_depth(value) > MAX_DEPTH:
+            raise EventError(f"field {name!r}: nested deeper than {MAX_DEPTH} levels; expected "
+                             f"a value at most {MAX_DEPTH} levels deep", name)
+
+
 def validate(event: Any) -> Dict[str, Any]:
     """Check ``event`` against schema v1 and normalise it in place.
 
@@ -130,6 +162,7 @@ def validate(event: Any) -> Dict[str, Any]:
         elif required:
             raise EventError(f"{kind} event: missing required field {name!r} "
                              f"({EXPECTED[field_kind]})", name)
+    check_depth(event)
     return event
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from tests.servers import free_port
 
@@ -111,3 +112,56 @@ def write_events(path: Path, *events: Dict[str, Any], mode: str = "ab") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, mode) as fh:
         fh.write(b"".join(encode(e) for e in events))
+
+# -- raw HTTP over loopback (the framing tests speak bytes, not a client library's idea) ----
+def http_request(path: str, *headers: str, body: bytes = b"", method: str = "GET") -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", *headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8") + body
+
+
+def http_responses(raw: bytes) -> List[Tuple[int, Dict[str, str], bytes]]:
+    """Split what a server sent into ``(status, headers, body)`` by Content-Length."""
+    out = []
+    while raw:
+        head, sep, rest = raw.partition(b"\r\n\r\n")
+        assert sep, f"incomplete response head: {raw[:200]!r}"
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        headers = {k.strip().lower(): v.strip() for k, _, v in
+                   (line.partition(":") for line in lines[1:])}
+        size = int(headers.get("content-length", "0"))
+        out.append((status, headers, rest[:size]))
+        raw = rest[size:]
+    return out
+
+
+def http_exchange(port: int, data: bytes, then: bytes = b"", timeout: float = 10.0) -> bytes:
+    """Send ``data`` on one connection; once a whole response is back, send ``then``; read
+    until the server closes. A reset or a broken pipe ends the reading (what came is kept)."""
+    out = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        try:
+            sock.sendall(data)
+            if then:
+                while not _whole_response(out):
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        return out
+                    out += chunk
+                sock.sendall(then)
+            while chunk := sock.recv(65536):
+                out += chunk
+        except (ConnectionResetError, BrokenPipeError, socket.timeout):
+            pass
+    return out
+
+
+def _whole_response(raw: bytes) -> bool:
+    head, sep, rest = raw.partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    for line in head.decode("latin-1").split("\r\n")[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            return len(rest) >= int(value)
+    return True

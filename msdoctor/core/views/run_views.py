@@ -219,17 +219,20 @@ class StatusView:
     ranks: int
     alerts: AlertCounts = AlertCounts()
     delivery: Tuple[DeliveryView, ...] = ()
+    #: the bound on run ids and what it refused (``max_runs``, ``refused_events``, ...)
+    ingest: Mapping[str, int] = field(default_factory=dict)
 
     def to_json(self) -> Dict[str, Any]:
         return {"version": self.version, "run_dir": self.run_dir, "uptime_s": self.uptime_s,
                 "runs": self.runs, "ranks": self.ranks, "alerts": self.alerts.to_json(),
-                "delivery": [d.to_json() for d in self.delivery]}
+                "delivery": [d.to_json() for d in self.delivery], "ingest": dict(self.ingest)}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "StatusView":
         return cls(version=d["version"], run_dir=d["run_dir"], uptime_s=d["uptime_s"],
                    runs=d["runs"], ranks=d["ranks"], alerts=AlertCounts.from_json(d["alerts"]),
-                   delivery=tuple(DeliveryView.from_json(x) for x in d.get("delivery") or ()))
+                   delivery=tuple(DeliveryView.from_json(x) for x in d.get("delivery") or ()),
+                   ingest=dict(d.get("ingest") or {}))
 
 
 # -- queries --------------------------------------------------------------------
@@ -240,7 +243,8 @@ def status(store: Store, source: Optional[AlertSource], deliverers: Sequence[Del
         version=__version__, run_dir=run_dir, uptime_s=time.time() - started,
         runs=len(store.runs), ranks=sum(len(r.ranks) for r in list(store.runs.values())),
         alerts=AlertCounts.of(active_of(source)),
-        delivery=tuple(DeliveryView(d.receiver, dict(d.stats)) for d in deliverers))
+        delivery=tuple(DeliveryView(d.receiver, dict(d.stats)) for d in deliverers),
+        ingest=store.run_limit.to_json())
 
 
 def runs(store: Store, source: Optional[AlertSource]) -> RunsView:

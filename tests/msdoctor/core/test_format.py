@@ -56,3 +56,27 @@ def test_template_filters_keep_prometheus_semantics():
     assert fmt.humanize_percentage(0.12345678) == "12.35%"
     assert fmt.humanize_percentage(math.inf) == "inf"
     assert fmt.plain(3.0) == "3" and fmt.plain(0.1234567891) == "0.123457"
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("run-a", "run-a"), ("é ключ 日本", "é ключ 日本"),
+    ("a\x1b[31mb", "a\\x1b[31mb"), ("x\ny\r\tz", "x\\ny\\r\\tz"), ("\x00\x7f\x9b", "\\x00\\x7f\\x9b"),
+    ("\u202eevil\u2066", "\\u202eevil\\u2066"), ("a\u2028b", "a\\u2028b"),
+])
+def test_printable_makes_control_characters_and_direction_overrides_visible(text, shown):
+    assert fmt.printable(text) == shown
+
+
+def test_the_escaping_log_formatter_escapes_the_message_but_keeps_a_traceback(caplog):
+    import logging
+
+    formatter = fmt.EscapingFormatter("%(levelname)s %(message)s")
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "run %s", ("a\nINFO forged",), None)
+    assert formatter.format(record) == "INFO run a\\nINFO forged"
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        import sys
+        record = logging.LogRecord("x", logging.ERROR, __file__, 1, "bad\x1b", (), sys.exc_info())
+    text = formatter.format(record)
+    assert text.startswith("ERROR bad\\x1b\nTraceback") and "ValueError: boom" in text

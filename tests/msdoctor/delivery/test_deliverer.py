@@ -115,3 +115,41 @@ def test_alertmanager_firing_alerts_are_resent_until_resolved(receiver):
         am.close()
     assert all(len(body) == 1 for body in receiver.bodies)   # pending is never sent
     assert receiver.bodies[-1][0]["endsAt"] < rfc3339(time.time() + 1)
+
+
+def test_one_post_ends_at_its_deadline_however_slowly_the_receiver_answers():
+    import socket
+    import threading
+
+    from msdoctor.delivery.worker import DeliveryError, post_json
+
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def trickle() -> None:                 # one header byte every 50 ms, never done
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\n")
+            while not stop.is_set():
+                try:
+                    conn.sendall(b"X")
+                except OSError:
+                    return
+                time.sleep(0.05)
+
+    threading.Thread(target=trickle, daemon=True).start()
+    try:
+        with pytest.raises(DeliveryError, match="within 0.5 s"):
+            post_json(f"http://127.0.0.1:{server.getsockname()[1]}/api/v2/alerts", [], 0.5)
+    finally:
+        stop.set()
+        server.close()
+
+
+def test_a_non_2xx_answer_names_the_status_and_the_body(receiver):
+    from msdoctor.delivery.worker import DeliveryError, post_json
+
+    receiver.fail_next = 1
+    with pytest.raises(DeliveryError, match="HTTP 5"):
+        post_json(receiver.url, {"x": 1}, 5.0)

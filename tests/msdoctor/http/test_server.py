@@ -1,5 +1,6 @@
 """The sidecar's HTTP server: /metrics and /api/v1 over a real socket, read-only,
-loopback unless told otherwise, a bearer token for /api when set."""
+loopback unless told otherwise, a bearer token for /api when set (and needed beyond
+loopback)."""
 from __future__ import annotations
 
 import http.client
@@ -123,6 +124,18 @@ def test_with_a_token_the_api_needs_the_bearer_but_metrics_do_not(store, tmp_pat
         status, headers, _ = request(url + "/api/v1/runs", headers={"Authorization": "Bearer no"})
         assert status == 401 and headers["WWW-Authenticate"].startswith("Bearer")
         assert request(url + "/api/v1/runs", headers={"Authorization": "Bearer s3cret"})[0] == 200
+        assert request(url + "/metrics")[0] == 200
+    finally:
+        srv.stop()
+
+
+def test_beyond_loopback_without_a_token_the_api_is_refused_and_metrics_are_served(store):
+    srv = SidecarServer(StoreCollector(store), Api(Context(store)), listen="0.0.0.0:0",
+                        allow_remote=True).start()
+    try:
+        url = f"http://127.0.0.1:{srv.address[1]}"
+        status, _, body = request(url + "/api/v1/runs")
+        assert status == 403 and "--api-token" in json.loads(body)["error"]
         assert request(url + "/metrics")[0] == 200
     finally:
         srv.stop()
