@@ -130,12 +130,12 @@ def test_serve_on_port_0_listens_on_a_free_port_and_logs_it(tmp_path):
                 break
         url = lines[-1].rsplit(" on ", 1)[-1].strip()
         assert url.startswith("http://127.0.0.1:") and not url.endswith(":0"), lines
-        with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
+        with urllib.request.urlopen(url + "/metrics", timeout=60) as response:
             assert response.status == 200
     finally:
         process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=30)
-    assert process.returncode == 0
+        _, rest = process.communicate(timeout=120)
+    assert process.returncode == 0, "".join(lines) + rest
 
 
 @pytest.mark.slow
