@@ -53,17 +53,17 @@ def fired(runs, run: str, name: str) -> list:
     ("nan", "LossNonFinite", 30, 30),
     ("nan", "GradNormNonFinite", 30, 30),            # fp32: flagged as overflow, no scaler
     ("spike-slow", "LossSpike", 210, 210),           # robust_z(loss, 200) needs 200 steps first
-    ("spike-slow", "DataLoaderStarved", 101, 230),   # median over 200 steps, then for: 100 steps
+    ("spike-slow", "DataLoaderStarved", 151, 230),   # median over 10 steps, then for: 44 steps
     ("periodic", "LossSpikesPeriodic", 250, 360),    # spikes detectable from step 201 on
     ("stall", "UpdatesStalled", 60, 170),
     ("accum", "StepCountMismatch", 11, 48),          # for: 10 steps
     ("scale-low", "LossScaleStuck", 151, 240),       # 3 declared windows of 50, loss flat
-    ("long", "MemoryGrowth", 1400, LONG),            # baseline over steps 501-1000, for: 400
+    ("long", "MemoryGrowth", 30, LONG),              # leak@1: growth over 30 steps, for: 20
     ("long", "GradNormSpikesRecurring", 201, 900),   # lr-high: the 4th separate spike (303 here)
     ("hang", "JobHung", 19, 19),                     # replay ticks through the 10 s pause too
     ("nan-fp16", "LossNonFinite", 30, 30),
     ("nan-fp16", "LossScaleCollapse", 31, 60),       # every step overflows: the scale halves
-    ("baseline", "ThroughputBelowBaseline", 100, 150),   # declared 100k tokens/s, has ~10k
+    ("baseline", "ThroughputBelowBaseline", 61, 150),    # declared 100k tokens/s, has ~10k: for 60
     ("plateau", "LossPlateau", 2001, 2600),          # 2 x 1000-step windows, then for: 500
 ])
 def test_the_named_rule_fires_on_the_faults_real_run(runs, run, alert, first, last):
