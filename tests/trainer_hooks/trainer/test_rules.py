@@ -53,7 +53,8 @@ def fired(runs, run: str, name: str) -> list:
     ("nan", "LossNonFinite", 30, 30),
     ("nan", "GradNormNonFinite", 30, 30),            # fp32: flagged as overflow, no scaler
     ("spike-slow", "LossSpike", 210, 210),           # robust_z(loss, 200) needs 200 steps first
-    ("spike-slow", "DataLoaderStarved", 151, 230),   # median over 10 steps, then for: 44 steps
+    ("spike-slow", "DataLoaderStarved", 45, 230),    # 150 ms per batch from the start: median
+                                                     # over 10 steps, then for: 44 steps (118 here)
     ("periodic", "LossSpikesPeriodic", 250, 360),    # spikes detectable from step 201 on
     ("stall", "UpdatesStalled", 60, 170),
     ("accum", "StepCountMismatch", 11, 48),          # for: 10 steps
