@@ -48,9 +48,9 @@ def firing(transitions: list) -> list:
 EXPECTED = [("GradNormNonFinite", 0, 100, 100, "LossNonFinite"),
             ("GradNormNonFinite", 1, 100, 100, "LossNonFinite"),
             ("LossNonFinite", 0, 100, 100, None), ("LossNonFinite", 1, 100, 100, None),
-            ("UpdatesStalled", 0, 190, 190, "LossNonFinite"),
-            ("UpdatesStalled", 1, 190, 190, "LossNonFinite"),
-            ("UpdatesStalled", 1, 220, 190, None)]         # its cause ended: now its own alert
+            ("UpdatesStalled", 0, 110, 110, "LossNonFinite"),
+            ("UpdatesStalled", 1, 110, 110, "LossNonFinite"),
+            ("UpdatesStalled", 1, 220, 110, None)]         # its cause ended: now its own alert
 #: GradNormNonFinite on rank 1 resolves at 220 with its cause: it never stands alone.
 
 
