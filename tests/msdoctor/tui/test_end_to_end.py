@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -87,11 +88,17 @@ def terminal(command: List[str], cwd: Path) -> Iterator[Terminal]:
         term.close()
 
 
+ROW = re.compile(r"\b(?:firing|pending|resolved)\s+(?:critical|warning|info)\s+(\w+)")
+
+
 def open_the_alert(term: Terminal) -> str:
-    """Go to the Alerts pane, check the NaN alert is listed, open it; the dialog's text."""
+    """Go to the Alerts pane, check the NaN alert is listed, open it (other alerts of the
+    run may be listed above it); the dialog's text."""
     term.press("3")
-    term.wait_for(lambda s: "LossNonFinite" in s, what="the alert in the Alerts pane")
-    term.press("Enter")
+    pane = term.wait_for(lambda s: "LossNonFinite" in s, what="the alert in the Alerts pane")
+    listed = [m.group(1) for line in pane.splitlines() for m in ROW.finditer(line)]
+    assert "LossNonFinite" in listed, pane
+    term.press(*["Down"] * listed.index("LossNonFinite"), "Enter")
     return term.wait_for(lambda s: "Fix" in s and FIX_WORDS in s, what="the opened alert")
 
 
