@@ -67,8 +67,13 @@ def test_the_yaml_example_with_a_bad_learning_rate_raises_the_alert_on_the_live_
     live = {(a["alert"], a["rank"], a["step"]) for a in fired() if a["state"] == "firing"}
     spool = replay(run_dir)
     assert {(a["alert"], a["rank"], a["step"]) for a in spool["alerts"]} == live
+    # the spool's run_start declares the vocabulary, so a learning rate of 1000 is judged
+    # implausible at once; MindFormers' log does not carry it: the same alerts otherwise
+    assert ("LearningRateHuge", 0, 1) in live
+    from_config = {"LearningRateHuge"}
     logs = replay(workdir / "output")                              # MindFormers' own output/log
-    assert [r["alerts"] for r in logs["ranks"]] == [r["alerts"] for r in spool["ranks"]]
+    assert [r["alerts"] for r in logs["ranks"]] == [
+        [a for a in r["alerts"] if a["alert"] not in from_config] for r in spool["ranks"]]
 
 
 def test_the_example_without_its_dataset_is_a_crash_before_the_first_step_naming_it(workdir):
