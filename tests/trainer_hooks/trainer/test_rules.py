@@ -55,7 +55,7 @@ def fired(runs, run: str, name: str) -> list:
     ("spike-slow", "LossSpike", 210, 210),           # robust_z(loss, 200) needs 200 steps first
     ("spike-slow", "DataLoaderStarved", 45, 230),    # 150 ms per batch from the start: median
                                                      # over 10 steps, then for: 44 steps (118 here)
-    ("periodic", "LossSpikesPeriodic", 250, 360),    # spikes detectable from step 201 on
+    ("periodic", "LossSpikesPeriodic", 150, 360),    # spikes every 50 steps: the third one
     ("stall", "UpdatesStalled", 60, 170),
     ("accum", "StepCountMismatch", 11, 48),          # for: 10 steps
     ("scale-low", "LossScaleStuck", 151, 240),       # 3 declared windows of 50, loss flat
