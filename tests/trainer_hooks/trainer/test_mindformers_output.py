@@ -21,10 +21,17 @@ def replay(path) -> dict:
     return json.loads(done.stdout)
 
 
+#: Alerts on inputs only the spool carries (MindFormers' log prints no update ratio and no
+#: vocabulary): the log cannot give them, every other alert it must give alike.
+SPOOL_ONLY = {"UpdatesStalled", "LearningRateHuge"}
+
+
 def diagnoses(doc: dict) -> dict:
-    """Per rank: steps, last step, the alerts with their first step, the verdict."""
+    """Per rank: steps, last step, the alerts with their first step (but those on inputs only
+    the spool carries), the verdict."""
     return {r["rank"]: (r["steps"], r["last_step"],
-                        sorted((a["alert"], a["step"]) for a in r["alerts"]), r["verdict"])
+                        sorted((a["alert"], a["step"]) for a in r["alerts"]
+                               if a["alert"] not in SPOOL_ONLY), r["verdict"])
             for r in doc["ranks"]}
 
 
