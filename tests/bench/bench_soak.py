@@ -60,11 +60,12 @@ def serve_sidecar(run_dir: Path):
     """The pipeline wired like ``msdoctor serve`` (without the HTTP thread)."""
     from msdoctor.cli.serve import build_pipeline
     from msdoctor.core.engine.loader import default_rules_dir, load_rules
+    from msdoctor.core.limits import MAX_RUNS
     from msdoctor.http.wiring import Endpoint
 
     args = argparse.Namespace(run_dir=run_dir, rules=None, progress_every=30.0,
                               ruleset=load_rules([default_rules_dir()]), state_dir=None,
-                              poll=0.5, snapshot_every=5.0)
+                              poll=0.5, snapshot_every=5.0, max_runs=MAX_RUNS)
     endpoint = Endpoint(run_dir)
     return build_pipeline(args, endpoint.deliverers), endpoint
 

@@ -31,6 +31,9 @@ Sink = Callable[[Alert], None]
 #: A rule's value and named values at the row being emitted.
 ValuesAt = Callable[[CompiledRule], Tuple[float, Dict[str, float]]]
 STATE_VERSION = 1
+#: Batches up to this many rows are evaluated together with other ranks' (a live poll);
+#: longer ones (a backlog, replay) rank by rank, where the per-operator cost is amortised.
+MANY_ROWS = 64
 
 
 class Engine:
@@ -85,6 +88,51 @@ class Engine:
                 steps: Optional[StepBatch] = None) -> List[Alert]:
         """Fold non-step ``events`` and evaluate the step batch; return the transitions."""
         ctx = self.rank_context(run, rank)
+        ends = self._fold(ctx, events)
+        out: List[Alert] = []
+        if steps is not None and len(steps):
+            out = self._evaluate_batch(ctx, steps)
+        self._end(ctx, ends)
+        return out
+
+    def process_many(self, items: Sequence[Tuple[str, int, List[Dict[str, Any]],
+                                                 Optional[StepBatch]]]) -> List[Alert]:
+        """:meth:`process` for several ``(run, rank, events, steps)`` at once (one poll):
+        the batches that continue their rank's stream are evaluated together
+        (:mod:`.ranks`), the others one by one; the same transitions and states as
+        processing the items in order, rank after rank."""
+        from msdoctor.core.engine.ranks import evaluate_ranks, joinable
+        out: List[Alert] = []
+        ctxs: List[RankContext] = []
+        batches: List[StepBatch] = []
+        ends: List[Tuple[RankContext, List[Dict[str, Any]]]] = []
+        pending: Set[int] = set()
+
+        def flush() -> None:
+            if len(ctxs) == 1:
+                out.extend(self._evaluate_batch(ctxs[0], batches[0]))
+            elif ctxs:
+                out.extend(evaluate_ranks(self, ctxs, batches))
+            for ctx, run_ends in ends:
+                self._end(ctx, run_ends)
+            ctxs.clear(), batches.clear(), ends.clear(), pending.clear()
+
+        for run, rank, events, steps in items:
+            ctx = self.runs[run].ranks.get(rank) if run in self.runs else None
+            if ctx is not None and id(ctx) in pending:
+                flush()                                 # a rank's batches stay in order
+            if ctx is None or steps is None or len(steps) > MANY_ROWS or not joinable(ctx, steps):
+                out.extend(self.process(run, rank, events, steps))
+                continue
+            ends.append((ctx, self._fold(ctx, events)))
+            pending.add(id(ctx))
+            ctxs.append(ctx)
+            batches.append(steps)
+        flush()
+        return out
+
+    def _fold(self, ctx: RankContext, events: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """Fold the non-step events before a batch; return the run_end ones (after it)."""
         ends = []
         for event in events:
             kind = event.get("type")
@@ -95,13 +143,13 @@ class Engine:
                 ctx.run.note_run_start(event)
                 ctx.running = True
             ctx.note_time(event.get("t"))
-        out: List[Alert] = []
-        if steps is not None and len(steps):
-            out = self._evaluate_batch(ctx, steps)
+        return ends
+
+    @staticmethod
+    def _end(ctx: RankContext, ends: List[Dict[str, Any]]) -> None:
         for event in ends:
             ctx.running = False
             ctx.note_time(event.get("t"))
-        return out
 
     def on_tick(self, now: float, store: Optional[Store] = None) -> List[Alert]:
         """Clock-driven evaluation of the time-based rules of every rank."""
@@ -186,12 +234,18 @@ class Engine:
                 st = ctx.alerts[name] = AlertState()
             for tr in advance(st, cond, steps, t, cr.rule.for_, cr.rule.keep_firing_for):
                 found.append((tr.row, order, tr, cr))
+        return self._emit_found(ctx, found, outs, 0, steps, t)
+
+    def _emit_found(self, ctx: RankContext, found: List[Any], outs: List[Any], base: int,
+                    steps: np.ndarray, t: np.ndarray) -> List[Alert]:
+        """Emit the transitions ``found`` (row, order, transition, rule) of one rank's rows,
+        chronologically, causes first; operator values are read at ``base + row``."""
         depth = self.causes.depth
         found.sort(key=lambda f: (f[0], depth.get(f[3].rule.alert, 0), f[1]))  # causes first
         out: List[Alert] = []
         for k, (row, _, tr, cr) in enumerate(found):               # chronological
 
-            def at(cr: CompiledRule, row: int = row) -> Tuple[float, Dict[str, float]]:
+            def at(cr: CompiledRule, row: int = row + base) -> Tuple[float, Dict[str, float]]:
                 value = outs[cr.value]
                 assert value is not None
                 return float(value[0][row]), {n: float(o[0][row]) for n, i in cr.values.items()
