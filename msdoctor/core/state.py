@@ -24,6 +24,7 @@ from msdoctor.core.runstart import fold_run_start
 from msdoctor.core.spool import Chunk
 
 DEFAULT_CAPACITY = 4096
+MIN_ROOM = 64           # a series' first backing arrays (points)
 STATUSES = ("running", "completed", "failed", "stopped")
 COUNTERS = ("steps", "overflow_steps", "nonfinite_losses", "events", "decode_errors",
             "repeated_steps", "dropped")
@@ -43,8 +44,10 @@ def keep_last_writes(steps: np.ndarray) -> np.ndarray:
 class Series:
     """Bounded ring buffer of ``(step int64, value float64)`` in increasing step order.
 
-    Backed by arrays of twice the capacity so the live window is always one
-    contiguous slice (appends are amortised O(1) per point, reads need no copy).
+    The live window is always one contiguous slice of the backing arrays (reads need no
+    copy). The arrays grow with what is kept, by doubling, up to the capacity plus a
+    quarter of slack; then survivors move to the front when the slack is used up
+    (appends stay amortised O(1) per point). A short run holds a short array.
     """
 
     __slots__ = ("capacity", "_steps", "_values", "_lo", "_hi")
@@ -53,9 +56,14 @@ class Series:
         if int(capacity) < 1:
             raise ValueError(f"series capacity must be >= 1, got {capacity!r}")
         self.capacity = int(capacity)
-        self._steps = np.empty(2 * self.capacity, dtype=np.int64)
-        self._values = np.empty(2 * self.capacity, dtype=np.float64)
+        size = min(MIN_ROOM, self._room())
+        self._steps = np.empty(size, dtype=np.int64)
+        self._values = np.empty(size, dtype=np.float64)
         self._lo = self._hi = 0
+
+    def _room(self) -> int:
+        """The largest backing array: the capacity plus a quarter (at least one point)."""
+        return self.capacity + max(self.capacity // 4, 1)
 
     def __len__(self) -> int:
         return self._hi - self._lo
@@ -111,21 +119,34 @@ class Series:
         """Append strictly increasing steps beyond the last buffered one."""
         n, cap = steps.shape[0], self.capacity
         if n >= cap:
+            self._make_room(0, cap)
             self._steps[:cap] = steps[-cap:]
             self._values[:cap] = values[-cap:]
-            self._lo, self._hi = 0, cap
+            self._hi = cap
             return
-        if self._hi + n > 2 * cap:         # compact: move the survivors to the front
-            keep = min(self._hi - self._lo, cap - n)
-            src = slice(self._hi - keep, self._hi)
-            self._steps[:keep] = self._steps[src]
-            self._values[:keep] = self._values[src]
-            self._lo, self._hi = 0, keep
+        if self._hi + n > self._steps.shape[0]:    # grow, or move the survivors to the front
+            self._make_room(min(self._hi - self._lo, cap - n), n)
         self._steps[self._hi:self._hi + n] = steps
         self._values[self._hi:self._hi + n] = values
         self._hi += n
         if self._hi - self._lo > cap:
             self._lo = self._hi - cap
+
+    def _make_room(self, keep: int, more: int) -> None:
+        """The newest ``keep`` points at the front, with room for ``more`` after them (the
+        arrays grow by doubling, up to :meth:`_room`)."""
+        size = self._steps.shape[0]
+        if keep + more > size:
+            size = min(max(2 * size, keep + more), self._room())
+        src = slice(self._hi - keep, self._hi)
+        if size != self._steps.shape[0]:
+            steps, values = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.float64)
+        else:
+            steps, values = self._steps, self._values
+        steps[:keep] = self._steps[src]
+        values[:keep] = self._values[src]
+        self._steps, self._values = steps, values
+        self._lo, self._hi = 0, keep
 
     def arrays(self) -> Tuple[np.ndarray, np.ndarray]:
         """Copies of all buffered ``(steps, values)`` (for snapshots)."""
