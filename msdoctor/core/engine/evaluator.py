@@ -395,8 +395,8 @@ class Engine:
             ranks = {}
             for rank, ctx in rc.ranks.items():
                 ranks[str(rank)] = {
-                    "states": {keys[i]: pack(s) for i, s in enumerate(ctx.states) if s},
-                    "last": {keys[i]: pack(v) for i, v in enumerate(ctx.last)},
+                    "states": [[i, pack(s)] for i, s in enumerate(ctx.states) if s],
+                    "last": np.array(ctx.last, dtype=np.float64),
                     "alerts": {k: st.to_dict() for k, st in ctx.alerts.items()},
                     "firing": dict(ctx.firing), "firing_since": dict(ctx.firing_since),
                     "last_step": ctx.last_step, "last_t": ctx.last_t,
@@ -408,7 +408,7 @@ class Engine:
                           "latest": {k: {str(r): pack(v) for r, v in d.items()}
                                      for k, d in rc.latest.items()},
                           "ranks": ranks}
-        return {"v": STATE_VERSION, "runs": runs, "transitions": self.transitions,
+        return {"v": STATE_VERSION, "keys": keys, "runs": runs, "transitions": self.transitions,
                 "reported": [list(k) for k in self._reported]}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
@@ -416,6 +416,7 @@ class Engine:
         if not state or state.get("v") != STATE_VERSION:
             return
         keys = self.program.keys
+        saved_keys = state.get("keys")
         self.runs = {}
         for name, saved in state.get("runs", {}).items():
             rc = RunContext(name, unpack(saved.get("config") or {}), unpack(saved.get("expect") or {}),
@@ -425,7 +426,7 @@ class Engine:
             self.runs[name] = rc
             for rank_s, rs in saved.get("ranks", {}).items():
                 ctx = self.rank_context(name, int(rank_s))
-                states, last = rs.get("states", {}), rs.get("last", {})
+                states, last = _by_key(rs.get("states", {}), rs.get("last", {}), saved_keys)
                 for i, key in enumerate(keys):
                     if key in states:
                         ctx.states[i] = unpack(states[key])
@@ -443,3 +444,13 @@ class Engine:
                         setattr(ctx, attr, rs[attr])
         self.transitions = int(state.get("transitions", 0))
         self._reported = {tuple(k) for k in state.get("reported", [])}
+
+
+def _by_key(states: Any, last: Any, keys: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """A rank's saved operator states and last values by operator key: saved as lists by
+    index into the snapshot's ``keys`` (or, in earlier snapshots, as dicts by key)."""
+    if isinstance(keys, list):
+        states = {keys[i]: s for i, s in states if isinstance(i, int) and 0 <= i < len(keys)}
+        if isinstance(last, np.ndarray) and last.shape[0] == len(keys):
+            last = dict(zip(keys, last.tolist()))
+    return (states if isinstance(states, dict) else {}), (last if isinstance(last, dict) else {})
