@@ -457,3 +457,18 @@ class Baseline(Node):
         if state["done"]:
             out[q >= end] = state["value"]
         return out, args[0][1]
+
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        """Ranks whose baseline is frozen at once; the others rank by rank."""
+        segs = frame.segments
+        warmup, n = int(self.params[0]), int(self.params[1])
+        done = np.array([bool(st["done"]) for st in states])
+        end = np.array([st["f"] for st in states]) + warmup + n - 1
+        value = np.array([st["value"] for st in states])
+        out = np.where(done[segs.seg] & (frame.steps >= end[segs.seg]), value[segs.seg], np.nan)
+        b = segs.bounds.tolist()
+        for r in np.flatnonzero(~done).tolist():
+            a, z = b[r], b[r + 1]
+            sub = [(v[a:z], m[a:z] if isinstance(m, np.ndarray) else m) for v, m in args]
+            out[a:z] = self.evaluate(segs.frames[r], sub, states[r])[0]
+        return out, args[0][1]

@@ -190,3 +190,17 @@ def join_batches(batches: Sequence[StepBatch]) -> StepBatch:
             masks[name] = mask
     return StepBatch("", -1, np.concatenate([b.steps for b in batches]),
                      np.concatenate([b.t for b in batches]), columns, masks)
+
+
+def segmented_scan(values: np.ndarray, seg: np.ndarray, fn: np.ufunc) -> np.ndarray:
+    """``fn.accumulate`` of ``values`` restarted at each change of ``seg`` (ascending):
+    a doubling scan, log2(longest segment) vectorised passes."""
+    out = values.copy()
+    d, n = 1, values.shape[0]
+    while d < n:
+        same = seg[d:] == seg[:-d]
+        if not same.any():
+            break
+        out[d:] = np.where(same, fn(out[d:], out[:-d]), out[d:])
+        d *= 2
+    return out

@@ -210,6 +210,34 @@ class FirstMax(Node):
         fm[take:] = state["max"]
         return _spread(frame, rows, fm, state, "fm"), args[0][1]
 
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        from msdoctor.core.engine.segments import segmented_scan
+        n = int(self.params[0])
+        segs = frame.segments
+        rows = point_rows(args[0], frame.n)
+        rows = np.arange(frame.n) if rows is None else rows
+        v = args[0][0][rows]
+        ok = np.isfinite(v)
+        rows, v = rows[ok], v[ok]
+        seg = segs.seg[rows]
+        first = np.searchsorted(seg, seg, side="left")
+        j = np.arange(v.shape[0]) - first                  # the point's place in its rank
+        count = np.array([st["count"] for st in states], dtype=np.int64)
+        before = np.array([st["max"] for st in states])
+        taken = j < n - count[seg]
+        # running max of the taken points, from the rank's max so far (NaN: none yet)
+        running = segmented_scan(np.where(taken, v, np.nan), seg, np.fmax)
+        running = np.fmax(running, before[seg])
+        last = np.flatnonzero(np.append(seg[1:] != seg[:-1], True)) if v.shape[0] else j
+        for p in last.tolist():
+            st = states[seg[p]]
+            took = int(taken[first[p]:p + 1].sum())
+            if took:
+                st["max"] = float(running[p])
+                st["count"] = int(st["count"]) + took
+        fm = np.where(taken, running, np.array([st["max"] for st in states])[seg])
+        return _spread_segments(frame, rows, fm, states, "fm"), args[0][1]
+
 
 class Episodes(Node):
     """``episodes(x, n)``: how many episodes of x being true started in the last n steps.

@@ -19,7 +19,7 @@ from msdoctor.core.engine.segments import join_batches, segments_of
 from tests.msdoctor.core.engine.helpers import run_expr
 from tests.msdoctor.core.engine.test_windows import make_series
 
-EXPRESSIONS = ["mean(x, 20)", "sum(x, 20)", "count(x, 20)", "std(x, 20)", "min(x, 20)",
+EXPRESSIONS = ["first_max(x, 3)", "mean(x, 20)", "sum(x, 20)", "count(x, 20)", "std(x, 20)", "min(x, 20)",
                "max(x, 33)", "median(x, 15)", "median(x, 100)", "median(x, 15, 8)",
                "median(x, 100, 12)", "quantile(x, 15, 0.9)", "quantile(x, 100, 0.25, 12)",
                "delta(x, 10)", "slope(x, 30)", "rel_change(x, 25)", "robust_z(x, 20)",
