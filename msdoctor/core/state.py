@@ -20,6 +20,7 @@ import numpy as np
 
 from msdoctor.core.batch import StepBatch
 from msdoctor.core.limits import RunLimit
+from msdoctor.core.liveness import gone_after, is_gone, is_stale, median_of
 from msdoctor.core.runstart import fold_run_start
 from msdoctor.core.spool import Chunk
 
@@ -158,6 +159,8 @@ class RankState:
     status: str = "running"
     last_step: Optional[int] = None
     t: Optional[float] = None            # wall time of the newest event (the trainer's clock)
+    step_t: Optional[float] = None       # wall time of the newest step event (the trainer's clock)
+    median_step_s: Optional[float] = None   # median of the last step times (core.liveness)
     received: Optional[float] = None     # when the sidecar last read an event of this rank
     latest: Dict[str, float] = field(default_factory=dict)
     counters: Dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
@@ -204,6 +207,9 @@ class RankState:
                 buffer = self.series[name] = Series(self.capacity)
             buffer._append(s, v)           # increasing and beyond every buffered step
         self.last_step = int(steps[-1])
+        step_time = self.series.get("step_time_s")
+        if step_time is not None and "step_time_s" in batch.columns:
+            self.median_step_s = median_of(step_time.values)
         names = self.series if keep is not None else batch.columns
         for name in names:
             point = self.series[name].last() if name in self.series else None
@@ -229,10 +235,22 @@ class RankState:
             self.stop = {k: event[k] for k in ("reason", "step", "t") if k in event}
 
     def age(self, now: Optional[float] = None) -> Optional[float]:
-        """Seconds since the newest event's wall time, or None."""
-        if self.t is None:
+        """Seconds since the newest step event's wall time (heartbeats do not count), or None."""
+        if self.step_t is None:
             return None
-        return (time.time() if now is None else now) - self.t
+        return (time.time() if now is None else now) - self.step_t
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+    def stale(self, now: float) -> bool:
+        """Running, and no step for longer than :func:`msdoctor.core.liveness.stale_after`."""
+        return is_stale(self.running, self.age(now), self.median_step_s)
+
+    def gone(self, now: float, expect: Optional[Dict[str, Any]] = None) -> bool:
+        """Not ended, and no event of any kind for :func:`msdoctor.core.liveness.gone_after`."""
+        return is_gone(self.running, self.t, now, gone_after(expect))
 
 
 @dataclass
@@ -293,6 +311,9 @@ class Store:
             if t is not None:
                 state.t = t
                 break
+        if chunk.steps is not None and len(chunk.steps):
+            t_steps = chunk.steps.t[~np.isnan(chunk.steps.t)]
+            state.step_t = float(t_steps.max()) if t_steps.shape[0] else state.received
         return state
 
     def ranks(self) -> List[Tuple[str, int, RankState]]:
