@@ -9,9 +9,12 @@ One rule, read by every front end (``/metrics``, ``/api/v1``, the TUI) and by th
 - Its **rates are computed over wall time up to now**: while it is live they are the last
   step's; a stale or ended rank reports 0 tokens/s (so it drops out of every sum), and a
   stale rank's step time is its age (the step in progress has lasted at least that long).
-- A rank has **ended** when it wrote ``run_end``, or when it is **gone for good**: no event
-  of any kind (heartbeats included) for ``GONE_AFTER_S`` (a run may set its own limit in
-  ``run_start.expect.gone_after_s``). A run has ended when every rank it has has ended.
+- A rank has **ended** when it wrote ``run_end``, or when it is **gone for good**: the
+  sidecar has read no event of any kind from it (heartbeats included) for ``GONE_AFTER_S``
+  of its own clock (a run may set its own limit in ``run_start.expect.gone_after_s``). It
+  counts from when the sidecar *read* the rank's last line, so a sidecar started on an old
+  spool (or ``replay``) watches it that long before calling it gone, and a live rank that
+  heartbeats is never gone. A run has ended when every rank it has has ended.
 """
 from __future__ import annotations
 
@@ -61,9 +64,10 @@ def is_stale(running: bool, age_s: Optional[float], median_step_s: Optional[floa
     return running and age_s is not None and age_s > stale_after(median_step_s)
 
 
-def is_gone(running: bool, last_event_t: Optional[float], now: float, limit: float) -> bool:
-    """A rank that has not ended but sent nothing at all for ``limit`` seconds."""
-    return running and last_event_t is not None and now - last_event_t > limit
+def is_gone(running: bool, heard_t: Optional[float], now: float, limit: float) -> bool:
+    """A rank that has not ended and from which nothing at all was read (``heard_t``: the
+    sidecar's clock when it read the rank's last line) for ``limit`` seconds."""
+    return running and heard_t is not None and now - heard_t > limit
 
 
 def live_values(latest: Mapping[str, float], running: bool, stale: bool,
@@ -96,7 +100,8 @@ def run_end_of(ranks: Any, now: float, expect: Optional[Mapping[str, Any]] = Non
     rank completed, else ``failed``; ``t`` the last rank's end (its ``run_end`` time, or its
     last event when gone); ``statuses`` rank count per final status (``gone`` included).
 
-    ``ranks``: objects with ``status``, ``run_end`` and ``t`` (:class:`~msdoctor.core.state.RankState`)."""
+    ``ranks``: objects with ``status``, ``run_end``, ``t`` and ``received``
+    (:class:`~msdoctor.core.state.RankState`)."""
     limit = gone_after(expect)
     statuses: Dict[str, int] = {}
     last = -math.inf
@@ -105,7 +110,7 @@ def run_end_of(ranks: Any, now: float, expect: Optional[Mapping[str, Any]] = Non
         found = True
         status = r.status
         if status == "running":
-            if not is_gone(True, r.t, now, limit):
+            if not is_gone(True, r.received, now, limit):
                 return None
             status, t = "gone", r.t
         else:

@@ -249,8 +249,8 @@ class RankState:
         return is_stale(self.running, self.age(now), self.median_step_s)
 
     def gone(self, now: float, expect: Optional[Dict[str, Any]] = None) -> bool:
-        """Not ended, and no event of any kind for :func:`msdoctor.core.liveness.gone_after`."""
-        return is_gone(self.running, self.t, now, gone_after(expect))
+        """Not ended, and nothing read from it for :func:`msdoctor.core.liveness.gone_after`."""
+        return is_gone(self.running, self.received, now, gone_after(expect))
 
 
 @dataclass

@@ -86,6 +86,7 @@ class Engine:
                 steps: Optional[StepBatch] = None) -> List[Alert]:
         """Fold non-step ``events`` and evaluate the step batch; return the transitions."""
         ctx = self.rank_context(run, rank)
+        ctx.heard_t = self.clock()
         ends = []
         for event in events:
             kind = event.get("type")
@@ -365,7 +366,7 @@ class Engine:
                     "last_step": ctx.last_step, "last_t": ctx.last_t,
                     "last_step_t": ctx.last_step_t, "first_event_t": ctx.first_event_t,
                     "last_event_t": ctx.last_event_t, "running": ctx.running,
-                    "gone": ctx.gone,
+                    "gone": ctx.gone, "heard_t": ctx.heard_t,
                 }
             runs[name] = {"config": pack(rc.config), "expect": pack(rc.expect),
                           "world_size": rc.world_size, "start_rank": rc.start_rank,
@@ -402,7 +403,7 @@ class Engine:
                 since = rs.get("firing_since")
                 ctx.firing_since = dict(since) if isinstance(since, dict) else {}
                 for attr in ("last_step", "last_t", "last_step_t", "first_event_t",
-                             "last_event_t", "running", "gone"):
+                             "last_event_t", "running", "gone", "heard_t"):
                     if attr in rs:
                         setattr(ctx, attr, rs[attr])
         self.transitions = int(state.get("transitions", 0))

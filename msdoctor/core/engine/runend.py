@@ -13,11 +13,11 @@ from msdoctor.core.liveness import RUN_ENDED, gone_after, is_gone
 
 
 def note_gone(ctx: RankContext, now: float) -> bool:
-    """Mark ``ctx`` gone when it has not ended and sent nothing for the run's limit; True
-    when it just went."""
+    """Mark ``ctx`` gone when it has not ended and nothing was read from it for the run's
+    limit; True when it just went."""
     if ctx.gone or not ctx.running:
         return False
-    if is_gone(True, ctx.last_event_t, now, gone_after(ctx.run.expect)):
+    if is_gone(True, ctx.heard_t, now, gone_after(ctx.run.expect)):
         ctx.gone = True
         return True
     return False
