@@ -59,11 +59,6 @@ def median_of(values: np.ndarray) -> Optional[float]:
     return float(np.median(tail)) if tail.shape[0] else None
 
 
-def is_stale(running: bool, age_s: Optional[float], median_step_s: Optional[float]) -> bool:
-    """A running rank whose last step is older than :func:`stale_after`."""
-    return running and age_s is not None and age_s > stale_after(median_step_s)
-
-
 def is_gone(running: bool, heard_t: Optional[float], now: float, limit: float) -> bool:
     """A rank that has not ended and from which nothing at all was read (``heard_t``: the
     sidecar's clock when it read the rank's last line) for ``limit`` seconds."""

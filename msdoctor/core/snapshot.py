@@ -107,7 +107,7 @@ def store_from_dict(doc: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
             rank.last_step = item.get("last_step")
             rank.t, rank.received = item.get("t"), item.get("received")
             rank.step_t = item.get("step_t", rank.t)         # older snapshots: the newest event
-            rank.median_step_s = item.get("median_step_s")
+            rank.note_median(item.get("median_step_s"))
             rank.latest = {str(k): float(v) for k, v in item.get("latest", {}).items()}
             rank.counters.update({k: int(v) for k, v in item.get("counters", {}).items()
                                   if k in COUNTERS})

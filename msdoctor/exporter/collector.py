@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, Protocol, 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
 from msdoctor import __version__
-from msdoctor.core.liveness import RATE_SIGNALS, stale_step_time
+from msdoctor.core.liveness import RATE_SIGNALS, gone_after, stale_step_time
 from msdoctor.core.state import Store
 from msdoctor.exporter import names
 from msdoctor.exporter.names import MetricSpec
@@ -88,12 +88,13 @@ def _families(store: Store, alerts: Optional[AlertSource],
             world.add((run,), float(run_state.world_size))
         _expected(run_state.expect, names.RUN_EXPECTED_TOKENS.source, run, exp_tokens)
         _expected(run_state.expect, names.RUN_EXPECTED_STEP_TIME.source, run, exp_step)
-        expect = run_state.expect
+        gone = now - gone_after(run_state.expect)       # nothing read since then: gone
         for rank, state in sorted(list(run_state.ranks.items())):
             key = (run, str(rank))
             latest = state.latest
-            live = state.status == "running" and not state.gone(now, expect)
-            stale = live and state.stale(now)
+            heard, step_t = state.received, state.step_t
+            live = state.status == "running" and (heard is None or heard >= gone)
+            stale = live and step_t is not None and now - step_t > state.stale_limit
             if stale or not live:                  # rates as of now (core.liveness)
                 latest = dict(latest)
                 for name in RATE_SIGNALS:
@@ -101,7 +102,7 @@ def _families(store: Store, alerts: Optional[AlertSource],
                         latest[name] = 0.0
                 if stale and "step_time_s" in latest:
                     latest["step_time_s"] = stale_step_time(latest["step_time_s"],
-                                                            now - (state.step_t or now))
+                                                            now - (step_t or now))
             for source, add_key, add_value in sources:
                 value = latest.get(source)
                 if value is not None:
@@ -111,8 +112,8 @@ def _families(store: Store, alerts: Optional[AlertSource],
                 last_step.add(key, float(state.last_step))
             if state.t is not None:
                 last_event.add(key, float(state.t))
-            if state.step_t is not None:
-                last_step_t.add(key, float(state.step_t))
+            if step_t is not None:
+                last_step_t.add(key, float(step_t))
             running.add(key, 1.0 if live else 0.0)
             stale_family.add(key, 1.0 if stale else 0.0)
             c = state.counters
