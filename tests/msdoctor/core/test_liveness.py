@@ -6,8 +6,7 @@ import math
 
 from msdoctor.core import views
 from msdoctor.core.engine import default_rules_dir, load_rules
-from msdoctor.core.liveness import (GONE_AFTER_S, STALE_MIN_S, live_values, run_end_of,
-                                    stale_after)
+from msdoctor.core.liveness import GONE_AFTER_S, STALE_MIN_S, live_values, run_end_of, stale_after
 from msdoctor.core.pipeline import Pipeline
 from msdoctor.exporter.collector import scrape_families
 from msdoctor.wire import encode, make

@@ -19,9 +19,9 @@ import pytest
 
 from grafana.mixin import alerts
 from grafana.mixin.render import render_rules
+from live_spool import LiveSpool
 
 import servers
-from live_spool import LiveSpool
 from receiver import Receiver
 
 pytestmark = [pytest.mark.slow,

@@ -16,8 +16,9 @@ import time
 
 import pytest
 
-import servers
 from live_spool import LiveSpool
+
+import servers
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(servers.PROMETHEUS is None,
