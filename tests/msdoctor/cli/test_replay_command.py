@@ -49,7 +49,7 @@ def test_replay_json_lists_the_firing_alerts_and_writes_nothing(tmp_path):
     write_run(run_dir)
     (tmp_path / "rules.yaml").write_text(RULES)
     before = sorted(os.walk(run_dir))
-    proc = subprocess.run([sys.executable, "-m", "msdoctor", "replay", str(run_dir), "--rules",
+    proc = subprocess.run([sys.executable, "-m", "msdoctor", "replay", str(run_dir), "--no-default-rules", "--rules",
                            str(tmp_path / "rules.yaml"), "--json"], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -68,7 +68,7 @@ def test_replay_json_lists_the_firing_alerts_and_writes_nothing(tmp_path):
 def test_replay_prints_a_table_with_the_fix(tmp_path):
     run_dir = tmp_path / "run"
     write_run(run_dir)
-    proc = subprocess.run([sys.executable, "-m", "msdoctor", "replay", str(run_dir), "--rules",
+    proc = subprocess.run([sys.executable, "-m", "msdoctor", "replay", str(run_dir), "--no-default-rules", "--rules",
                            str(FIXTURES / "minimal.good.yaml")], cwd=REPO, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -79,7 +79,7 @@ def test_replay_prints_a_table_with_the_fix(tmp_path):
 def test_replay_refuses_an_invalid_rule_set(tmp_path):
     run_dir = tmp_path / "run"
     write_run(run_dir)
-    proc = subprocess.run([sys.executable, "-m", "msdoctor", "replay", str(run_dir), "--rules",
+    proc = subprocess.run([sys.executable, "-m", "msdoctor", "replay", str(run_dir), "--no-default-rules", "--rules",
                            str(FIXTURES / "values.bad.yaml")], cwd=REPO, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 1 and "invalid 'for'" in proc.stderr
