@@ -11,15 +11,19 @@ from typing import IO, List, Optional
 
 from msdoctor.wire.layout import EXPECTED_RUN_DIR
 
+#: What shtab completes a directory argument with, per shell (``shtab.DIRECTORY``).
+DIRECTORY = {"bash": "_shtab_compgen_dirs", "zsh": "_files -/", "tcsh": "d"}
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def add_run_dir(parser: argparse.ArgumentParser, required: bool = True,
                 help: str = f"the run directory: {EXPECTED_RUN_DIR}") -> None:
     """``RUN_DIR`` as a positional argument, with ``--run-dir DIR`` kept as an alias."""
-    parser.add_argument("run_dir", nargs="?", type=Path, metavar="RUN_DIR", help=help)
-    parser.add_argument("--run-dir", dest="run_dir_option", type=Path, metavar="DIR",
-                        help="the same as RUN_DIR")
+    for action in (
+            parser.add_argument("run_dir", nargs="?", type=Path, metavar="RUN_DIR", help=help),
+            parser.add_argument("--run-dir", dest="run_dir_option", type=Path, metavar="DIR",
+                                help="the same as RUN_DIR")):
+        action.complete = DIRECTORY    # type: ignore[attr-defined]   # shell completion
     parser.set_defaults(_run_dir_required=required)
 
 
