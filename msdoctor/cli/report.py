@@ -21,6 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output file: .html (self-contained; default report.html)")
     add_rules(parser)
     parser.add_argument("--title", help="page title (default: the input's name)")
+    parser.add_argument("--x-axis", choices=("step", "time"), default="step",
+                        help="the charts' x axis: the step (default), or the wall clock (a hang "
+                             "or a slow phase shows as a gap or a stretch)")
     add_log_arguments(parser)
 
 
@@ -54,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"msdoctor report: {exc}", file=sys.stderr)
         return 2
     title = args.title or Path(args.paths[0]).resolve().name
-    out.write_text(render_page(result, series, title), encoding="utf-8")
+    out.write_text(render_page(result, series, title, x_time=args.x_axis == "time"),
+                   encoding="utf-8")
     s = result["summary"]
     print(f"{out}: {s['steps']:,} steps, {s['ranks']} rank(s), {s['firing']} alert(s)")
     return 0
