@@ -130,7 +130,7 @@ def document(store: Store, errors: List[SpoolError], alerts: List[Dict[str, Any]
         for rank in sorted(run.ranks):
             state = run.ranks[rank]
             ranks.append({"rank": rank, "status": state.status, "step": state.last_step,
-                          "age_s": state.age(now), "decode_errors": state.counters["decode_errors"],
+                          "age_s": to_wire(state.age(now)), "decode_errors": state.counters["decode_errors"],
                           "latest": {k: to_wire(v) for k, v in state.latest.items()
                                      if isinstance(v, (int, float, str)) or v is None}})
         runs.append({"run": run.run, "world_size": run.world_size, "config": run.config,
