@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[train,test]"
 	touch $(STAMP)
 
-# Debian packages the real-server tests use (Prometheus, Alertmanager, tmux).
+# Debian packages the real-server tests use (Prometheus, Alertmanager, tmux, Chromium).
 system:
 	@bash scripts/bootstrap-system
 
