@@ -46,7 +46,7 @@ class Emitter:
     """Non-blocking JSON-lines appender for one rank (see the module docstring)."""
 
     def __init__(self, run_dir: str, rank: int, queue_size: int = 8192, *,
-                 heartbeat_s: float = 10.0, flush_s: float = 0.1, retry_s: float = 5.0,
+                 heartbeat_s: float = 10.0, flush_s: float = 0.02, retry_s: float = 5.0,
                  run: Optional[str] = None, max_batch: int = 4096) -> None:
         self.run_dir, self.rank, self.run = str(run_dir), int(rank), run
         self.path = spool_path(self.run_dir, self.rank)

@@ -38,6 +38,7 @@ from msdoctor.core.consumers import Consumer
 from msdoctor.core.limits import MAX_RUNS, RunLimit
 from msdoctor.core.spool import DEFAULT_POLL_BYTES, Chunk, SpoolTailer, drain
 from msdoctor.core.state import DEFAULT_CAPACITY, Store
+from msdoctor.core.wake import SpoolWaker
 from msdoctor.wire.errors import MsdoctorError
 from msdoctor.wire.layout import alerts_file
 
@@ -45,6 +46,9 @@ log = logging.getLogger("msdoctor.sidecar")
 #: Periodic snapshots wait at least this many times as long as the last one took (<= ~10 %
 #: of the pipeline's time goes to snapshots, however big the state).
 SNAPSHOT_BUDGET = 10.0
+#: Woken by a change, the sidecar still polls at most every this many seconds: a burst of
+#: writes from many ranks is read in one poll, not one poll per write.
+MIN_POLL_GAP = 0.02
 Clock = Union[WallClock, RecordClock]
 #: (run, rank, non-step events, step batch or None): one unit of a recording.
 Item = Tuple[str, int, List[Dict[str, Any]], Optional[StepBatch]]
@@ -360,18 +364,31 @@ class Pipeline:
     def run_forever(self, stop_event: threading.Event) -> None:
         """Poll until ``stop_event`` is set; snapshot periodically and at the end.
 
-        Polls back to back while there is a backlog, otherwise sleeps ``poll_interval``.
+        Polls back to back while there is a backlog; otherwise waits until a rank file
+        changes (inotify, :mod:`msdoctor.core.wake`; polls at least ``MIN_POLL_GAP`` apart)
+        or ``poll_interval`` passes, whichever comes first.
         """
         if self.last_snapshot is None:
             self.last_snapshot = self.clock.now()
+        waker = SpoolWaker(self.run_dir) if self.run_dir is not None else None
         try:
             while not stop_event.is_set():
+                started = time.monotonic()
                 chunks = self.poll_once()
                 if self.persist and self.snapshot_due():
                     self.save_snapshot()
-                if not chunks:
+                if chunks:
+                    continue
+                if waker is not None and waker.native:
+                    waker.wait(self.poll_interval)
+                    gap = MIN_POLL_GAP - (time.monotonic() - started)
+                    if gap > 0:
+                        stop_event.wait(gap)
+                else:
                     stop_event.wait(self.poll_interval)
         finally:
+            if waker is not None:
+                waker.close()
             if self.persist:
                 self.save_snapshot()
 
