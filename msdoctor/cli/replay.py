@@ -26,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "step tables (files or directories; see --format)")
     parser.add_argument("--rules", metavar="DIR", help="rule directory or file (default: rules/)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                        help="read a run directory's rank files in N processes (same output; "
+                             "default 1)")
     add_input_arguments(parser)
 
 
@@ -69,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         rules = load_rules([args.rules or str(default_rules_dir())])
         result = replay_paths(paths, rules, fmt, args.rank, args.run, args.seq_length,
-                              args.progress)
+                              args.progress, jobs=max(1, getattr(args, "jobs", 1) or 1))
     except RuleSetError as exc:
         for error in exc.errors:
             print(error, file=sys.stderr)
