@@ -38,7 +38,6 @@ from msdoctor.core.consumers import Consumer
 from msdoctor.core.limits import MAX_RUNS, RunLimit
 from msdoctor.core.spool import DEFAULT_POLL_BYTES, Chunk, SpoolTailer, drain
 from msdoctor.core.state import DEFAULT_CAPACITY, Store
-from msdoctor.core.wake import SpoolWaker
 from msdoctor.wire.errors import MsdoctorError
 from msdoctor.wire.layout import alerts_file
 
@@ -370,6 +369,8 @@ class Pipeline:
         """
         if self.last_snapshot is None:
             self.last_snapshot = self.clock.now()
+        from msdoctor.core.wake import SpoolWaker  # ctypes: only a live sidecar needs it
+
         waker = SpoolWaker(self.run_dir) if self.run_dir is not None else None
         try:
             while not stop_event.is_set():

@@ -28,6 +28,7 @@ from msdoctor.replay.formats import (
     file_order,
     is_spool,
     rank_of,
+    reader,
 )
 from msdoctor.replay.progress import ProgressBar
 from msdoctor.replay.recording import Recording
@@ -72,7 +73,7 @@ def load(paths: List[str], fmt: str = "auto", rank: Optional[int] = None,
     recording.skipped = list(chosen.skipped)
     run_name = run or _run_name(paths)
     bar = ProgressBar(sum(os.path.getsize(s.path) for s in sources), progress)
-    reader = READERS[name]
+    read = reader(name)
     # per rank, step logs first: an error they share with error.log is shown where it has context
     for source in sorted(sources, key=lambda s: (rank_of(s.path, rank), s.role == "errors",
                                                  file_order(s.path))):
@@ -81,7 +82,7 @@ def load(paths: List[str], fmt: str = "auto", rank: Optional[int] = None,
             if source.role == "errors":
                 read_errors(path, run_name, at, recording, bar.update)
             else:
-                reader(path, run_name, at, recording, bar.update, seq_length)
+                read(path, run_name, at, recording, bar.update, seq_length)
         except OSError as exc:
             raise FormatError(f"{path}: cannot read it ({exc.strerror or exc}); expected a "
                               "readable log file") from None

@@ -26,10 +26,10 @@ from typing import Dict, List, Tuple
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from servers import sidecar  # noqa: E402
-
 from trainer_hooks.emitter import Emitter  # noqa: E402
 from trainer_hooks.wire import make  # noqa: E402
+
+from servers import sidecar  # noqa: E402
 
 
 def train(run_dir: Path, rank: int, ranks: int, steps: int, rate: float, flush_s: float,

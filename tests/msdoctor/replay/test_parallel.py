@@ -8,11 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
-from spool_factory import append_steps, rank_file, write_run
 
 from msdoctor.core import spool
 from msdoctor.core.engine.loader import default_rules_dir, load_rules
 from msdoctor.replay.driver import replay_paths
+
+from spool_factory import append_steps, rank_file, write_run
 
 ROOT = Path(__file__).resolve().parents[3]
 
