@@ -364,8 +364,10 @@ class Pipeline:
         """Poll until ``stop_event`` is set; snapshot periodically and at the end.
 
         Polls back to back while there is a backlog; otherwise waits until a rank file
-        changes (inotify, :mod:`msdoctor.core.wake`; polls at least ``MIN_POLL_GAP`` apart)
-        or ``poll_interval`` passes, whichever comes first.
+        changes (inotify, :mod:`msdoctor.core.wake`; a woken poll starts at least
+        ``MIN_POLL_GAP`` and twice the last poll's time after it, so changes that never stop
+        take at most half of the sidecar's time) or ``poll_interval`` passes, whichever comes
+        first.
         """
         if self.last_snapshot is None:
             self.last_snapshot = self.clock.now()
@@ -381,8 +383,10 @@ class Pipeline:
                 if chunks:
                     continue
                 if waker is not None and waker.native:
+                    took = time.monotonic() - started
                     waker.wait(self.poll_interval)
-                    gap = MIN_POLL_GAP - (time.monotonic() - started)
+                    # woken: at most half of the time goes to polls woken by changes
+                    gap = max(MIN_POLL_GAP, 2 * took) - (time.monotonic() - started)
                     if gap > 0:
                         stop_event.wait(gap)
                 else:
