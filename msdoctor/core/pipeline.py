@@ -365,8 +365,8 @@ class Pipeline:
 
         Polls back to back while there is a backlog; otherwise waits until a rank file
         changes (inotify, :mod:`msdoctor.core.wake`; a woken poll starts at least
-        ``MIN_POLL_GAP`` and twice the last poll's time after it, so changes that never stop
-        take at most half of the sidecar's time) or ``poll_interval`` passes, whichever comes
+        ``MIN_POLL_GAP``, and twice as long as the last polls took, after they started, so
+        changes that never stop take at most half of the sidecar's time) or ``poll_interval`` passes, whichever comes
         first.
         """
         if self.last_snapshot is None:
@@ -375,22 +375,23 @@ class Pipeline:
 
         waker = SpoolWaker(self.run_dir) if self.run_dir is not None else None
         try:
+            woke = time.monotonic()        # the polls since then ran back to back
             while not stop_event.is_set():
-                started = time.monotonic()
                 chunks = self.poll_once()
                 if self.persist and self.snapshot_due():
                     self.save_snapshot()
                 if chunks:
                     continue
                 if waker is not None and waker.native:
-                    took = time.monotonic() - started
+                    busy = time.monotonic() - woke
                     waker.wait(self.poll_interval)
                     # woken: at most half of the time goes to polls woken by changes
-                    gap = max(MIN_POLL_GAP, 2 * took) - (time.monotonic() - started)
+                    gap = max(MIN_POLL_GAP, 2 * busy) - (time.monotonic() - woke)
                     if gap > 0:
                         stop_event.wait(gap)
                 else:
                     stop_event.wait(self.poll_interval)
+                woke = time.monotonic()
         finally:
             if waker is not None:
                 waker.close()
