@@ -23,6 +23,7 @@ from msdoctor.core.engine.lifecycle import FIRING, INACTIVE, AlertState, advance
 from msdoctor.core.engine.model import Rule, RuleSet
 from msdoctor.core.engine.nodes import Frame, Signal, truthy
 from msdoctor.core.engine.program import CompiledRule, Program
+from msdoctor.core.engine.runend import end_run, note_gone, run_over
 from msdoctor.core.spool import Chunk
 from msdoctor.core.state import Store
 
@@ -91,14 +92,15 @@ class Engine:
         ends = self._fold(ctx, events)
         out: List[Alert] = []
         if steps is not None and len(steps):
+            self._back(ctx)
             out = self._evaluate_batch(ctx, steps)
-        self._end(ctx, ends)
+        out.extend(self._end(ctx, ends))
         return out
 
     def process_many(self, items: Sequence[Tuple[str, int, List[Dict[str, Any]],
                                                  Optional[StepBatch]]]) -> List[Alert]:
         """:meth:`process` for several ``(run, rank, events, steps)`` at once (one poll):
-        the batches that continue their rank's stream are evaluated together
+        the short batches that continue their rank's stream are evaluated together
         (:mod:`.ranks`), the others one by one; the same transitions and states as
         processing the items in order, rank after rank."""
         from msdoctor.core.engine.ranks import evaluate_ranks, joinable
@@ -114,7 +116,7 @@ class Engine:
             elif ctxs:
                 out.extend(evaluate_ranks(self, ctxs, batches))
             for ctx, run_ends in ends:
-                self._end(ctx, run_ends)
+                out.extend(self._end(ctx, run_ends))
             ctxs.clear(), batches.clear(), ends.clear(), pending.clear()
 
         for run, rank, events, steps in items:
@@ -125,6 +127,7 @@ class Engine:
                 out.extend(self.process(run, rank, events, steps))
                 continue
             ends.append((ctx, self._fold(ctx, events)))
+            self._back(ctx)
             pending.add(id(ctx))
             ctxs.append(ctx)
             batches.append(steps)
@@ -133,6 +136,7 @@ class Engine:
 
     def _fold(self, ctx: RankContext, events: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
         """Fold the non-step events before a batch; return the run_end ones (after it)."""
+        ctx.heard_t = self.clock()
         ends = []
         for event in events:
             kind = event.get("type")
@@ -142,29 +146,38 @@ class Engine:
             if kind == "run_start":
                 ctx.run.note_run_start(event)
                 ctx.running = True
+            self._back(ctx)
             ctx.note_time(event.get("t"))
         return ends
 
-    @staticmethod
-    def _end(ctx: RankContext, ends: List[Dict[str, Any]]) -> None:
+    def _end(self, ctx: RankContext, ends: List[Dict[str, Any]]) -> List[Alert]:
+        """Fold the run_end events after a batch (and end the run when it is over)."""
         for event in ends:
-            ctx.running = False
+            ctx.running = ctx.gone = False
             ctx.note_time(event.get("t"))
+        if ends and run_over(ctx.run):
+            t = ctx.last_event_t
+            return end_run(self, ctx.run, self.clock() if t is None else t)
+        return []
+
+    @staticmethod
+    def _back(ctx: RankContext) -> None:
+        """A rank gone for good that writes again runs again."""
+        if ctx.gone:
+            ctx.gone, ctx.running = False, True
 
     def on_tick(self, now: float, store: Optional[Store] = None) -> List[Alert]:
         """Clock-driven evaluation of the time-based rules of every rank."""
         out: List[Alert] = []
-        if not self._tick_rules:
-            return out
         for rc in self.runs.values():
-            for ctx in rc.ranks.values():
+            for ctx in list(rc.ranks.values()):
                 out.extend(self._tick_rank(ctx, float(now)))
         return out
 
     def tick_rank(self, run: str, rank: int, now: float) -> List[Alert]:
         """Clock-driven evaluation of one rank only (replay: a gap inside that rank's record)."""
         ctx = self.runs[run].ranks.get(rank) if run in self.runs else None
-        if ctx is None or not self._tick_rules:
+        if ctx is None:
             return []
         return self._tick_rank(ctx, float(now))
 
@@ -259,6 +272,12 @@ class Engine:
         return out
 
     def _tick_rank(self, ctx: RankContext, now: float) -> List[Alert]:
+        out = self._tick_rules_of(ctx, now) if self._tick_rules else []
+        if note_gone(ctx, now) and run_over(ctx.run):   # after its rules: it was judged alive
+            out.extend(end_run(self, ctx.run, now))
+        return out
+
+    def _tick_rules_of(self, ctx: RankContext, now: float) -> List[Alert]:
         step = ctx.last_step if ctx.last_step is not None else 0
         frame = Frame(np.array([step], dtype=np.int64), np.array([float(step)]),
                       np.array([now]), None, ctx, now=now)
@@ -347,7 +366,8 @@ class Engine:
         return self.causes.cause_of(alert, ctx.firing)
 
     def _emit(self, cr: CompiledRule, ctx: RankContext, state: str, step: Optional[int],
-              first_step: float, value: float, t: float, values: Dict[str, float]) -> Alert:
+              first_step: float, value: float, t: float, values: Dict[str, float],
+              reason: Optional[str] = None) -> Alert:
         rule = cr.rule
         run = ctx.run.run
         caused_by = self._caused_by(ctx, rule.alert, state)
@@ -365,7 +385,7 @@ class Engine:
                       summary=annotations.get("summary", ""), cause=annotations.get("cause", ""),
                       fix=annotations.get("fix", ""), runbook_url=annotations.get("runbook_url", ""),
                       labels=labels, annotations=annotations, values=values, action=rule.action,
-                      caused_by=caused_by)
+                      caused_by=caused_by, reason=reason)
         self.transitions += 1
         if self.already_notified(alert):
             return alert
@@ -402,6 +422,7 @@ class Engine:
                     "last_step": ctx.last_step, "last_t": ctx.last_t,
                     "last_step_t": ctx.last_step_t, "first_event_t": ctx.first_event_t,
                     "last_event_t": ctx.last_event_t, "running": ctx.running,
+                    "gone": ctx.gone, "heard_t": ctx.heard_t,
                 }
             runs[name] = {"config": pack(rc.config), "expect": pack(rc.expect),
                           "world_size": rc.world_size, "start_rank": rc.start_rank,
@@ -439,7 +460,7 @@ class Engine:
                 since = rs.get("firing_since")
                 ctx.firing_since = dict(since) if isinstance(since, dict) else {}
                 for attr in ("last_step", "last_t", "last_step_t", "first_event_t",
-                             "last_event_t", "running"):
+                             "last_event_t", "running", "gone", "heard_t"):
                     if attr in rs:
                         setattr(ctx, attr, rs[attr])
         self.transitions = int(state.get("transitions", 0))
