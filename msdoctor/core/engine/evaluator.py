@@ -117,7 +117,10 @@ class Engine:
                 out.extend(evaluate_ranks(self, ctxs, batches))
             for ctx, run_ends in ends:
                 out.extend(self._end(ctx, run_ends))
-            ctxs.clear(), batches.clear(), ends.clear(), pending.clear()
+            ctxs.clear()
+            batches.clear()
+            ends.clear()
+            pending.clear()
 
         for run, rank, events, steps in items:
             ctx = self.runs[run].ranks.get(rank) if run in self.runs else None

@@ -137,10 +137,10 @@ class Signal(Node):
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
         """Many ranks at once (``frame.batch`` holds their joined columns, see
         :func:`~.segments.join_batches`)."""
-        from msdoctor.core.engine.segments import locf_segments
         name = self.params[0]
         if name == "step":
             return frame.fsteps, None
+        assert frame.batch is not None
         column = frame.batch.columns.get(name)
         if column is None:
             prior = np.array([st["last"] for st in states], dtype=np.float64)
@@ -162,6 +162,27 @@ def locf(values: np.ndarray, mask: np.ndarray, state: Dict[str, Any], key: str =
     out[idx < 0] = state[key]
     if n and idx[-1] >= 0:
         state[key] = float(out[-1])
+    return out
+
+
+def locf_segments(values: np.ndarray, mask: np.ndarray, frame: Frame,
+                  states: List[Dict[str, Any]], key: str = "last") -> np.ndarray:
+    """:func:`msdoctor.core.engine.nodes.locf` within each rank (``states[r][key]`` before
+    its first point), updating each rank's ``key``."""
+    segs = frame.segments
+    assert segs is not None
+    n = values.shape[0]
+    idx = np.where(mask, np.arange(n), -1)
+    np.maximum.accumulate(idx, out=idx)
+    before = idx < segs.bounds[segs.seg]             # no point of its own rank yet
+    out = values[np.maximum(idx, 0)]
+    if before.any():
+        prior = np.array([st[key] for st in states], dtype=np.float64)
+        out[before] = prior[segs.seg[before]]
+    lasts = segs.last_rows()
+    has = ~before[lasts]
+    for r in np.flatnonzero(has).tolist():
+        states[r][key] = float(out[lasts[r]])
     return out
 
 

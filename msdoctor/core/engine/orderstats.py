@@ -14,7 +14,7 @@ from typing import Any, Dict, Hashable, List, Optional, Tuple
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from msdoctor.core.engine.nodes import Frame, Node, Out, locf
+from msdoctor.core.engine.nodes import Frame, Node, Out, locf, locf_segments
 from msdoctor.core.engine.windows import (
     _EMPTY_F,
     _EMPTY_I,
@@ -322,7 +322,7 @@ class RobustZ(WindowNode):
         return locf(full, point, state, "z"), mask
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
-        from msdoctor.core.engine.segments import keep_segments, locf_segments
+        from msdoctor.core.engine.segments import keep_segments
         n, least = self.n_steps, min_points(self)
         values, mask = args[0]
         rows = point_rows(args[0], frame.n)

@@ -8,7 +8,7 @@ and states are those of evaluating the ranks one after the other.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence
 
 import numpy as np
 
@@ -18,9 +18,6 @@ from msdoctor.core.engine.context import RankContext
 from msdoctor.core.engine.lifecycle import INACTIVE, AlertState, advance
 from msdoctor.core.engine.nodes import Frame, truthy
 from msdoctor.core.engine.segments import fits, join_batches, segments_of
-
-if TYPE_CHECKING:
-    from msdoctor.core.engine.evaluator import Engine
 
 
 def joinable(ctx: RankContext, batch: StepBatch) -> bool:
@@ -33,7 +30,7 @@ def joinable(ctx: RankContext, batch: StepBatch) -> bool:
     return steps.shape[0] < 2 or bool((steps[1:] >= steps[:-1]).all())
 
 
-def evaluate_ranks(engine: "Engine", ctxs: Sequence[RankContext],
+def evaluate_ranks(engine: Any, ctxs: Sequence[RankContext],
                    batches: Sequence[StepBatch]) -> List[Alert]:
     """Evaluate each ``batches[r]`` (joinable) as ``ctxs[r]``'s next rows; the transitions,
     rank after rank."""

@@ -141,27 +141,6 @@ def keep_segments(states: List[Dict[str, Any]], K: np.ndarray, V: np.ndarray, fr
         st["s"], st["v"] = K[a:z] - offsets[r], V[a:z].copy()
 
 
-def locf_segments(values: np.ndarray, mask: np.ndarray, frame: Frame,
-                  states: List[Dict[str, Any]], key: str = "last") -> np.ndarray:
-    """:func:`msdoctor.core.engine.nodes.locf` within each rank (``states[r][key]`` before
-    its first point), updating each rank's ``key``."""
-    segs = frame.segments
-    assert segs is not None
-    n = values.shape[0]
-    idx = np.where(mask, np.arange(n), -1)
-    np.maximum.accumulate(idx, out=idx)
-    before = idx < segs.bounds[segs.seg]             # no point of its own rank yet
-    out = values[np.maximum(idx, 0)]
-    if before.any():
-        prior = np.array([st[key] for st in states], dtype=np.float64)
-        out[before] = prior[segs.seg[before]]
-    lasts = segs.last_rows()
-    has = ~before[lasts]
-    for r in np.flatnonzero(has).tolist():
-        states[r][key] = float(out[lasts[r]])
-    return out
-
-
 def segment_refs(V: np.ndarray, start: np.ndarray) -> np.ndarray:
     """Per point, the first point of its rank (the centre of its rank's sums)."""
     sizes = np.diff(start)

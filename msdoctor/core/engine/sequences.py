@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from msdoctor.core.engine.nodes import Frame, Node, Out, locf
+from msdoctor.core.engine.nodes import Frame, Node, Out, locf, locf_segments
 from msdoctor.core.engine.windows import _EMPTY_I, episode_starts, point_rows
 
 
@@ -39,7 +39,6 @@ def _spread(frame: Frame, rows: Any, point_values: np.ndarray, state: Dict[str, 
 def _spread_segments(frame: Frame, rows: np.ndarray, point_values: np.ndarray,
                      states: List[Dict[str, Any]], key: str) -> np.ndarray:
     """:func:`_spread` within each rank of a many-rank frame."""
-    from msdoctor.core.engine.segments import locf_segments
     full = np.empty(frame.n)
     mask = np.zeros(frame.n, dtype=bool)
     full[rows] = point_values
