@@ -64,7 +64,8 @@ class RankRow:
     spark: Tuple[float, ...] = ()
     health: str = "ok"
     score: float = 0.0              # larger = worse; orders the "worst" sort
-    alerts: Tuple[str, ...] = ()    # names of the active alerts on this rank
+    alerts: Tuple[str, ...] = ()    # names of the active alerts on this rank, most severe first
+    severities: Tuple[str, ...] = ()    # the severity of each of ``alerts``
 
     def get(self, name: str) -> Optional[float]:
         return self.values.get(name)
@@ -118,6 +119,18 @@ class Reading:
     @property
     def alerts(self) -> Tuple[AlertItem, ...]:
         return tuple(sorted(self.active, key=AlertItem.order)) + self.resolved
+
+
+def by_severity(items: Sequence[AlertItem]) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+    """The alert names of ``items`` most severe first (then by name), once each, and their
+    severities: what a rank's ALERTS cell lists."""
+    worst_of: dict = {}
+    for a in items:
+        rank = SEVERITY_ORDER.get(a.severity, 9)
+        if a.alert not in worst_of or rank < SEVERITY_ORDER.get(worst_of[a.alert], 9):
+            worst_of[a.alert] = a.severity
+    names = sorted(worst_of, key=lambda n: (SEVERITY_ORDER.get(worst_of[n], 9), n))
+    return tuple(names), tuple(worst_of[n] for n in names)
 
 
 # -- health ----------------------------------------------------------------------

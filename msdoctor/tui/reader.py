@@ -27,6 +27,7 @@ from msdoctor.tui.model import (
     Reading,
     RunSummary,
     _median,
+    by_severity,
     judge,
     worst,
 )
@@ -178,6 +179,7 @@ class Reader:
                 if v is not None:
                     values[name] = v
             theirs = mine.get(rank, ())
+            names, severities = by_severity(theirs)
             points = spark[i] if i < len(spark) else ()
             rows.append(RankRow(
                 rank=int(rank), status=str(status or "running"), last_step=step,
@@ -187,7 +189,7 @@ class Reader:
                 critical=sum(1 for a in theirs if a.state == "firing"
                              and a.severity == "critical"),
                 spark=tuple(points),
-                alerts=tuple(sorted({a.alert for a in theirs})) if theirs else ()))
+                alerts=names, severities=severities))
         return rows
 
     @staticmethod
