@@ -8,7 +8,9 @@ snapshot on screen when the source fails, shows a banner and retries every
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+from pathlib import Path
 from typing import ClassVar, Iterable, List, Optional, Tuple
 
 from textual import events
@@ -17,6 +19,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 
+from msdoctor.core.format import printable
 from msdoctor.tui.alertdetail import AlertScreen
 from msdoctor.tui.alertpane import AlertsPane, Marks
 from msdoctor.tui.chartpane import ChartsPane
@@ -66,6 +69,7 @@ class DoctorApp(App[None]):
         self.chart_ranks: Tuple[int, ...] = ()
         self.filters = {"overview": "", "alerts": ""}
         self.fetches = 0
+        self.last_screenshot: Optional[str] = None
         self._busy = False
         self._next_try = 0.0
 
@@ -275,6 +279,26 @@ class DoctorApp(App[None]):
         box.value = text
         box.display = bool(text)
         self.apply_filter(text)
+
+    # -- screenshots --------------------------------------------------------------
+    def screenshot_dir(self) -> Path:
+        """Where screenshots go: the run directory when there is one here, else the working
+        directory (Textual's default, ~/Downloads, may not exist on a training node)."""
+        return self.source.run_dir or Path(os.getcwd())
+
+    def deliver_screenshot(self, filename: Optional[str] = None, path: Optional[str] = None,
+                           time_format: Optional[str] = None) -> Optional[str]:
+        """Save an SVG of the screen (the palette's "Screenshot") and say where."""
+        folder = Path(path) if path else self.screenshot_dir()
+        try:
+            saved = self.save_screenshot(filename, str(folder), time_format)
+        except OSError as exc:
+            self.notify(printable(f"Cannot save a screenshot in {folder}: {exc.strerror or exc}"),
+                        title="Screenshot", severity="error", markup=False)
+            return None
+        self.last_screenshot = saved
+        self.notify(printable(f"Saved {saved}"), title="Screenshot", markup=False)
+        return saved
 
     # -- command palette ----------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
