@@ -67,6 +67,7 @@ class DoctorApp(App[None]):
         self.error: Optional[str] = None
         self.run_name: Optional[str] = None
         self.chart_ranks: Tuple[int, ...] = ()
+        self.chart_window: Optional[int] = None
         self.filters = {"overview": "", "alerts": ""}
         self.fetches = 0
         self.last_screenshot: Optional[str] = None
@@ -103,7 +104,7 @@ class DoctorApp(App[None]):
     # -- refresh ------------------------------------------------------------------
     def request(self) -> Request:
         return Request(run=self.run_name, charts=self.pane == "charts",
-                       chart_ranks=self.chart_ranks)
+                       chart_ranks=self.chart_ranks, chart_window=self.chart_window)
 
     def _tick(self) -> None:
         if self._busy or time.monotonic() < self._next_try:
@@ -241,6 +242,10 @@ class DoctorApp(App[None]):
 
     def on_charts_pane_ranks_picked(self, event: ChartsPane.RanksPicked) -> None:
         self.chart_ranks = event.ranks
+        self.action_refresh_now()
+
+    def on_charts_pane_zoomed(self, event: ChartsPane.Zoomed) -> None:
+        self.chart_window = event.window
         self.action_refresh_now()
 
     def on_alerts_pane_opened(self, event: AlertsPane.Opened) -> None:

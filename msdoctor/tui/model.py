@@ -100,6 +100,8 @@ class ChartData:
     series: Mapping[str, Mapping[int, Tuple[Sequence[int], Sequence[float]]]] = \
         field(default_factory=dict)
     markers: Tuple[Tuple[int, str, str], ...] = ()     # (step, alert, severity)
+    until: Optional[float] = None       # wall time of the newest event of the ranks (heartbeats too)
+    window: Optional[int] = None        # the last this many steps only (None: every kept step)
 
 
 @dataclass(frozen=True)

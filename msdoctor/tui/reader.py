@@ -31,12 +31,13 @@ from msdoctor.tui.model import (
     judge,
     worst,
 )
+from msdoctor.core.state import WALL_TIME
 from msdoctor.wire.errors import MsdoctorError
 from msdoctor.wire.numbers import as_float
 
 #: Signals the chart pane draws (memory picks the first of its signals that is recorded).
 CHART_SIGNALS = ("loss", "grad_norm", "loss_scale", "tokens_per_s", "mem_device_bytes",
-                 "mem_host_rss_bytes")
+                 "mem_host_rss_bytes", WALL_TIME)
 SPARK_SIGNAL = "loss"
 SPARK_POINTS = 16                # the sparkline shows the last this many points
 #: The latest values the rank table and the health judgement read (``columns.py``, ``judge``).
@@ -70,7 +71,7 @@ class Queries(Protocol):
     def rank(self, run: str, rank: int) -> RankView: ...
 
     def rank_series(self, run: str, rank: int, signals: Sequence[str],
-                    max_points: int) -> RankSeriesView: ...
+                    max_points: int, since: int = 0) -> RankSeriesView: ...
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class Request:
     charts: bool = False
     chart_ranks: Tuple[int, ...] = ()       # empty: the worst rank
     chart_points: int = CHART_POINTS
+    chart_window: Optional[int] = None      # only the last this many steps (None: all)
     spark_signal: str = SPARK_SIGNAL
 
 
@@ -118,9 +120,11 @@ class Reader:
         summary = self._summary(run_view, rows, active)
         charts = None
         if request.charts:
-            picked = request.chart_ranks or ((summary.worst_rank,) if summary.worst_rank is not None
-                                             else ())
-            charts = self._charts(run, picked, request.chart_points, history)
+            fallback = summary.worst_rank if summary.worst_rank is not None else \
+                (worst(rows).rank if rows else None)    # type: ignore[union-attr]
+            picked = request.chart_ranks or ((fallback,) if fallback is not None else ())
+            charts = self._charts(run, picked, request.chart_points, history,
+                                  request.chart_window)
         return Reading(source=self.label, runs=names, run=summary, ranks=tuple(rows),
                         active=active, resolved=resolved, charts=charts,
                         empty_hint="" if rows else self.empty_hint)
@@ -223,23 +227,32 @@ class Reader:
             else None)
 
     def _charts(self, run: str, ranks: Sequence[int], points: int,
-                history: Sequence[AlertItem]) -> ChartData:
+                history: Sequence[AlertItem], window: Optional[int] = None) -> ChartData:
         series: Dict[str, Dict[int, tuple]] = {}
+        until: Optional[float] = None
+        since = 0
         for rank in ranks:
             try:
-                body = self.queries.rank_series(run, rank, self._have(run, rank), points)
+                view = self.queries.rank(run, rank)
+                if window and view.last_step is not None:
+                    since = max(0, view.last_step - window + 1)
+                body = self.queries.rank_series(run, rank, self._have(view), points, since)
             except NotFoundError:
                 continue
+            if view.t is not None and math.isfinite(view.t):
+                until = view.t if until is None else max(until, view.t)
             for name, s in body.series.items():
                 series.setdefault(name, {})[rank] = (list(s.steps), list(s.values))
         markers = tuple(sorted({(a.step, a.alert, a.severity) for a in history
                                 if a.state == "firing" and isinstance(a.step, int)
-                                and (a.rank is None or a.rank in ranks)}))
-        return ChartData(ranks=tuple(ranks), series=series, markers=markers)
+                                and (a.rank is None or a.rank in ranks)
+                                and (not window or a.step >= since)}))
+        return ChartData(ranks=tuple(ranks), series=series, markers=markers, until=until,
+                         window=window)
 
-    def _have(self, run: str, rank: int) -> List[str]:
-        """The chart signals this rank records (one cheap request per rank and refresh)."""
-        view = self.queries.rank(run, rank)
+    @staticmethod
+    def _have(view: RankView) -> List[str]:
+        """The chart signals a rank records."""
         signals = set(view.detail.signals if view.detail is not None and view.detail.signals
                       else view.latest)
         return [s for s in CHART_SIGNALS if s in signals] or ["loss"]
