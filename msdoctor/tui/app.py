@@ -103,6 +103,8 @@ class DoctorApp(App[None]):
 
     # -- refresh ------------------------------------------------------------------
     def request(self) -> Request:
+        if self.pane == "overview" and self.query_one(Overview).wants_curves:
+            return Request(run=self.run_name, charts=True, curves=True)   # the worst rank's
         return Request(run=self.run_name, charts=self.pane == "charts",
                        chart_ranks=self.chart_ranks, chart_window=self.chart_window)
 
@@ -116,8 +118,9 @@ class DoctorApp(App[None]):
         if self._busy:
             return False
         self._busy = True
+        request = self.request()
         try:
-            snap = await asyncio.to_thread(self.source.fetch, self.request())
+            snap = await asyncio.to_thread(self.source.fetch, request)
         except SourceError as exc:
             self.show_error(str(exc))
             return False
@@ -127,11 +130,12 @@ class DoctorApp(App[None]):
         finally:
             self._busy = False
             self.fetches += 1
-        self.show_reading(snap)
+        self.show_reading(snap, request)
         return True
 
-    def show_reading(self, snap: Reading) -> None:
-        """Render ``snap`` in every pane (also how tests feed fixed data)."""
+    def show_reading(self, snap: Reading, request: Optional[Request] = None) -> None:
+        """Render ``snap`` in every pane (also how tests feed fixed data); its charts go to
+        the Charts pane, or to the overview's curves when ``request`` asked for those."""
         if self.error is not None:
             self.notify(f"Connected to {self.source.label} again.", title="Reconnected")
         self.error = None
@@ -140,10 +144,19 @@ class DoctorApp(App[None]):
         self.reading = snap
         if snap.run is not None:
             self.run_name = snap.run.run
-        self.query_one(Overview).show(snap)
+        overview = self.query_one(Overview)
+        was_room = overview.wants_curves
+        overview.show(snap)
         self.query_one(AlertsPane).show(snap.alerts)
         if snap.charts is not None:
-            self.query_one(ChartsPane).show(snap.charts)
+            curves = request.curves if request is not None else \
+                self.pane == "overview" and overview.wants_curves
+            if curves:
+                overview.show_curves(snap.charts)
+            else:
+                self.query_one(ChartsPane).show(snap.charts)
+        if overview.wants_curves and not was_room and self.pane == "overview":
+            self.action_refresh_now()           # room appeared: fetch the curves now
         firing = snap.run.firing if snap.run else 0
         self.query_one(TabbedContent).get_tab("alerts").label = \
             f"Alerts ({firing})" if firing else "Alerts"

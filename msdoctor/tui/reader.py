@@ -83,6 +83,7 @@ class Request:
     chart_ranks: Tuple[int, ...] = ()       # empty: the worst rank
     chart_points: int = CHART_POINTS
     chart_window: Optional[int] = None      # only the last this many steps (None: all)
+    curves: bool = False                    # the charts are the overview's worst-rank curves
     spark_signal: str = SPARK_SIGNAL
 
 
