@@ -25,13 +25,15 @@ from msdoctor.tui.alertpane import AlertsPane, Marks
 from msdoctor.tui.chartpane import ChartsPane
 from msdoctor.tui.columns import COLUMNS
 from msdoctor.tui.helpscreen import HelpScreen
+from msdoctor.tui.logpane import LogPane
+from msdoctor.tui.logtail import LogFollower
 from msdoctor.tui.model import Reading
 from msdoctor.tui.overview import Overview
 from msdoctor.tui.ranktable import RankTable
 from msdoctor.tui.reader import Request, SourceError
 from msdoctor.tui.source import Source
 
-PANES = ("overview", "charts", "alerts")
+PANES = ("overview", "charts", "alerts", "logs")
 MIN_SIZE = (60, 15)
 MIN_REFRESH_S = 0.25            # at most 4 refreshes a second
 
@@ -49,6 +51,7 @@ class DoctorApp(App[None]):
         Binding("1", "show_pane('overview')", "Overview", show=False),
         Binding("2", "show_pane('charts')", "Charts", show=False),
         Binding("3", "show_pane('alerts')", "Alerts", show=False),
+        Binding("4", "show_pane('logs')", "Logs", show=False),
         Binding("slash", "filter", "Filter"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("R", "next_run", "Next run", show=False),
@@ -71,6 +74,7 @@ class DoctorApp(App[None]):
         self.filters = {"overview": "", "alerts": ""}
         self.fetches = 0
         self.last_screenshot: Optional[str] = None
+        self.logs = LogFollower(source.run_dir)
         self._busy = False
         self._next_try = 0.0
 
@@ -85,6 +89,8 @@ class DoctorApp(App[None]):
                 yield ChartsPane(id="charts-pane")
             with TabPane("Alerts", id="alerts"):
                 yield AlertsPane(self.marks, id="alerts-pane")
+            with TabPane("Logs", id="logs"):
+                yield LogPane(id="logs-pane")
         yield Input(placeholder="filter…  (enter: keep, esc: clear)", id="filter")
         yield Footer()
 
@@ -119,6 +125,8 @@ class DoctorApp(App[None]):
             return False
         self._busy = True
         request = self.request()
+        if self.pane == "logs":
+            await self.refresh_logs()
         try:
             snap = await asyncio.to_thread(self.source.fetch, request)
         except SourceError as exc:
@@ -160,6 +168,23 @@ class DoctorApp(App[None]):
         firing = snap.run.firing if snap.run else 0
         self.query_one(TabbedContent).get_tab("alerts").label = \
             f"Alerts ({firing})" if firing else "Alerts"
+
+    async def refresh_logs(self) -> None:
+        """Read what the followed log file gained (in a thread) and show it."""
+        if self.logs.run_dir is None and self.source.run_dir is not None:
+            self.logs = LogFollower(self.source.run_dir)
+        pane = self.query_one(LogPane)
+        if self.logs.run_dir is None:
+            pane.show_missing(
+                f"No run directory on this machine: {self.source.label} reads one elsewhere. "
+                "Run msdoctor tui on the training node, or with --run-dir DIR, to see its logs.")
+            return
+        chunk = await asyncio.to_thread(self.logs.poll)
+        pane.show(chunk, self.logs.run_dir)
+
+    def on_log_pane_picked(self, event: LogPane.Picked) -> None:
+        self.logs.pick(event.step)
+        self.action_refresh_now()
 
     def show_error(self, message: str) -> None:
         """The banner: what failed, that data is stale, that it retries."""
@@ -204,11 +229,13 @@ class DoctorApp(App[None]):
         self._focus_pane(pane)
         if pane == "alerts":
             self.query_one(AlertsPane).flush()
-        if pane == "charts" and self.poll:
+        if pane in ("charts", "logs") and self.poll:
             self._next_try = 0.0
             self._tick()
 
     def action_filter(self) -> None:
+        if self.pane == "logs":
+            return
         if self.pane == "charts":
             self.query_one("#chart-ranks", Input).focus()
             return
@@ -245,7 +272,8 @@ class DoctorApp(App[None]):
             self._focus_pane()
 
     def _focus_pane(self, pane: Optional[str] = None) -> None:
-        target = {"overview": RankTable, "charts": "#chart-loss", "alerts": "#alerts-table"}
+        target = {"overview": RankTable, "charts": "#chart-loss", "alerts": "#alerts-table",
+                  "logs": "#log-view"}
         self.query_one(target[pane or self.pane]).focus()
 
     def on_rank_table_selected(self, event: RankTable.Selected) -> None:
