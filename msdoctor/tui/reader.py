@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 
+from msdoctor.core.state import WALL_TIME
 from msdoctor.core.views import (
     AlertHistoryView,
     AlertsView,
@@ -31,7 +32,6 @@ from msdoctor.tui.model import (
     judge,
     worst,
 )
-from msdoctor.core.state import WALL_TIME
 from msdoctor.wire.errors import MsdoctorError
 from msdoctor.wire.numbers import as_float
 

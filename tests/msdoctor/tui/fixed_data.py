@@ -4,8 +4,16 @@ from __future__ import annotations
 import math
 from typing import Optional, Tuple
 
-from msdoctor.tui.model import (AlertItem, ChartData, RankRow, Reading, RunSummary, by_severity,
-                                judge, worst)
+from msdoctor.tui.model import (
+    AlertItem,
+    ChartData,
+    RankRow,
+    Reading,
+    RunSummary,
+    by_severity,
+    judge,
+    worst,
+)
 
 NAN_FIX = ("Stop and resume from the last good checkpoint. Switch to bf16; make sure gradient "
            "clipping by global norm (1.0) is on; inspect the batch of this step.")
