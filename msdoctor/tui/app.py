@@ -227,11 +227,16 @@ class DoctorApp(App[None]):
         self.query_one("#filter", Input).display = bool(self.filters.get(pane))
         self.query_one("#filter", Input).value = self.filters.get(pane, "")
         self._focus_pane(pane)
+        self.refresh_bindings()
         if pane == "alerts":
             self.query_one(AlertsPane).flush()
         if pane in ("charts", "logs") and self.poll:
             self._next_try = 0.0
             self._tick()
+
+    def check_action(self, action: str, parameters: Tuple[object, ...]) -> Optional[bool]:
+        """The Logs pane has no filter: its key is hidden there."""
+        return not (action == "filter" and self.pane == "logs")
 
     def action_filter(self) -> None:
         if self.pane == "logs":

@@ -117,6 +117,7 @@ async def test_enter_on_a_rank_opens_its_charts_with_alert_markers():
         table = app.query_one(RankTable)
         table.move_to(5)
         await pilot.press("enter")
+        await pilot.pause()                 # the table's Selected message reaches the app
         assert app.pane == "charts" and app.chart_ranks == (5,)
         assert app.request().charts and app.request().chart_ranks == (5,)
         await app.refresh_data()
