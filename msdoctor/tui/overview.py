@@ -27,6 +27,8 @@ class Overview(Vertical):
     """Run header on top; the rank table (or how to start the hooks) below; the worst rank's
     curves in the free space when the table is short."""
 
+    _table_height = "1fr"
+
     def compose(self) -> ComposeResult:
         yield RunHeader(id="run-header")
         yield Static("", id="empty")
@@ -83,4 +85,7 @@ class Overview(Vertical):
         free = self.size.height - HEADER_HEIGHT - rows - 1
         room = not self.has_class("-empty") and free >= MIN_CURVES_HEIGHT
         self.set_class(room, "-curves")
-        table.styles.height = rows if room else "1fr"
+        height = str(rows) if room else "1fr"
+        if height != self._table_height:         # a new height means a new layout: only on change
+            self._table_height = height
+            table.styles.height = rows if room else "1fr"
