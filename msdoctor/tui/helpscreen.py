@@ -30,9 +30,10 @@ HELP = """\
   alert (any active alert) · nan (non-finite loss) · text (alert name)
 [b]Status[/b]  [red]●[/] critical, failed or NaN · [yellow]●[/] other alert
   [magenta]◌[/] no events lately · [green]●[/] healthy · [blue]✓[/] completed
-[b]Columns[/b] LOSS · GNORM grad norm · SCALE loss scale · TOK/S tokens/s
-  per device · STEP T step time · WAIT data-wait share · MEM memory
-  (host RSS on CPU) · UPD update ratio |Δw|/|w| · LOSS~ recent loss
+[b]Columns[/b] AGE time since the last step (grey values: stale) · LOSS
+  GNORM grad norm · SCALE loss scale · TOK/S tokens/s per device
+  STEP T step time · WAIT data-wait share · MEM memory (RSS on CPU)
+  UPD update ratio |Δw|/|w| · LOSS~ recent loss
   ALERTS most severe first; when narrow 2C 1W = 2 critical, 1 warning
   (narrow terminals hide UPD, then MEM, SCALE and LOSS~)
 
