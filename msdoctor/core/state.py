@@ -26,6 +26,9 @@ from msdoctor.core.spool import Chunk
 
 DEFAULT_CAPACITY = 4096
 MIN_ROOM = 64           # a series' first backing arrays (points)
+#: The series of each step's wall-clock time (the event's ``t``): charts on a time axis read
+#: it; it is kept like a signal but has no latest value.
+WALL_TIME = "t"
 STATUSES = ("running", "completed", "failed", "stopped")
 COUNTERS = ("steps", "overflow_steps", "nonfinite_losses", "events", "decode_errors",
             "repeated_steps", "dropped")
@@ -228,17 +231,35 @@ class RankState:
             if buffer is None:
                 buffer = self.series[name] = Series(self.capacity)
             buffer._append(s, v)           # increasing and beyond every buffered step
+        self._keep_times(batch, keep)
         self.last_step = int(steps[-1])
         step_time = self.series.get("step_time_s")
         if step_time is not None and "step_time_s" in batch.columns:
             self.note_median(median_of(step_time.values))
         names = self.series if keep is not None else batch.columns
         for name in names:
+            if name == WALL_TIME:
+                continue
             point = self.series[name].last() if name in self.series else None
             if point is None:
                 self.latest.pop(name, None)
             else:
                 self.latest[name] = point[1]
+
+    def _keep_times(self, batch: StepBatch, keep: Optional[np.ndarray]) -> None:
+        """Append the steps' wall-clock times (where recorded) to the :data:`WALL_TIME` series."""
+        recorded = np.isfinite(batch.t)
+        if keep is not None:
+            recorded &= keep
+        if not recorded.any():
+            return
+        buffer = self.series.get(WALL_TIME)
+        if buffer is None:
+            buffer = self.series[WALL_TIME] = Series(self.capacity)
+        if recorded.all():
+            buffer._append(batch.steps, batch.t)
+        else:
+            buffer._append(batch.steps[recorded], batch.t[recorded])
 
     def apply_event(self, event: Dict[str, Any]) -> None:
         """Fold one non-step event (run_start, run_end, checkpoint, heartbeat, stop)."""

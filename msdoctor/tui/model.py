@@ -64,7 +64,8 @@ class RankRow:
     spark: Tuple[float, ...] = ()
     health: str = "ok"
     score: float = 0.0              # larger = worse; orders the "worst" sort
-    alerts: Tuple[str, ...] = ()    # names of the active alerts on this rank
+    alerts: Tuple[str, ...] = ()    # names of the active alerts on this rank, most severe first
+    severities: Tuple[str, ...] = ()    # the severity of each of ``alerts``
     stale: bool = False             # running, no step for max(10 s, 10 median step times)
 
     def get(self, name: str) -> Optional[float]:
@@ -102,6 +103,8 @@ class ChartData:
     series: Mapping[str, Mapping[int, Tuple[Sequence[int], Sequence[float]]]] = \
         field(default_factory=dict)
     markers: Tuple[Tuple[int, str, str], ...] = ()     # (step, alert, severity)
+    until: Optional[float] = None       # wall time of the newest event of the ranks (heartbeats too)
+    window: Optional[int] = None        # the last this many steps only (None: every kept step)
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,18 @@ class Reading:
     @property
     def alerts(self) -> Tuple[AlertItem, ...]:
         return tuple(sorted(self.active, key=AlertItem.order)) + self.resolved
+
+
+def by_severity(items: Sequence[AlertItem]) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+    """The alert names of ``items`` most severe first (then by name), once each, and their
+    severities: what a rank's ALERTS cell lists."""
+    worst_of: dict = {}
+    for a in items:
+        rank = SEVERITY_ORDER.get(a.severity, 9)
+        if a.alert not in worst_of or rank < SEVERITY_ORDER.get(worst_of[a.alert], 9):
+            worst_of[a.alert] = a.severity
+    names = sorted(worst_of, key=lambda n: (SEVERITY_ORDER.get(worst_of[n], 9), n))
+    return tuple(names), tuple(worst_of[n] for n in names)
 
 
 # -- health ----------------------------------------------------------------------
