@@ -58,7 +58,7 @@ _boost = ops.MultitypeFuncGraph("_boost")
 
 @_boost.register("Tensor", "Tensor", "Tensor")
 def _boost_tensor(gain, chosen, grad):
-    return grad * ops.cast(1.0 + gain * chosen, ops.dtype(grad))
+    return grad * ops.cast(1.0 + (gain * chosen).sum(), ops.dtype(grad))
 
 
 ScaleSense = Union[None, float, Tensor, nn.Cell]
@@ -76,14 +76,14 @@ class DoctorTrainOneStepCell(nn.TrainOneStepWithLossScaleCell):
         per_layer: also return per-layer gradient norms (and ``probes``) as ``local_norm``.
         probes: scalar Parameters the forward pass writes (appended to ``local_norm``).
         probe_names: their names.
-        boost_layer: the layer (a ``layer_names`` entry) whose gradients ``boost_gain`` scales
-            by ``1 + gain`` (fault injection; the gain is 0 except at the injected step).
+        boost: fault injection: each layer's gradients are scaled by ``1 + boost_gain[layer]``
+            (a Parameter, one entry per ``layer_names``; 0 except at the injected step).
     """
 
     def __init__(self, network: nn.Cell, optimizer: nn.Optimizer, scale_sense: ScaleSense = None,
                  clip_norm: Optional[float] = 1.0, per_layer: bool = False,
                  probes: Sequence[Parameter] = (), probe_names: Sequence[str] = (),
-                 boost_layer: Optional[str] = None) -> None:
+                 boost: bool = False) -> None:
         if scale_sense is None:
             scale_sense = 1.0
         if isinstance(scale_sense, (int, float)) and not isinstance(scale_sense, bool):
@@ -104,12 +104,11 @@ class DoctorTrainOneStepCell(nn.TrainOneStepWithLossScaleCell):
         self.probes = ParameterTuple(list(probes))
         self.has_probes = len(self.probes) > 0
         self.layer_count = Tensor(np.array([len(self.layer_names), len(self.probes)], np.int32))
-        self.boost = boost_layer is not None
-        chosen = [1.0 if boost_layer is not None and self.layer_names[i] == boost_layer else 0.0
-                  for i in matrix.argmax(axis=1).tolist()] if self.boost else []
-        self.boost_chosen = tuple(Tensor(c, mstype.float32) for c in chosen)
-        self.boost_gain = Parameter(Tensor(0.0, mstype.float32), name="doctor_boost_gain",
-                                    requires_grad=False) if self.boost else Tensor(0.0, mstype.float32)
+        self.boost = bool(boost)
+        self.boost_chosen = tuple(Tensor(row, mstype.float32) for row in matrix) if self.boost else ()
+        zeros = Tensor(np.zeros(len(self.layer_names), np.float32))
+        self.boost_gain = Parameter(zeros, name="doctor_boost_gain", requires_grad=False) \
+            if self.boost else zeros
 
     def get_overflow_status(self, status, compute_output):
         """True when any gradient holds NaN/Inf (on any device, with data parallelism)."""

@@ -13,6 +13,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from trainer_hooks.wire import to_wire_list
+
 _BLOCK = re.compile(r"(?:^|\.)(?:layers|layer|blocks|h)\.(\d+)(?:\.|$)")
 _HEAD = ("lm_head", "output_layer", "head")
 
@@ -65,3 +67,85 @@ def block_index(layers: Sequence[str], block: int) -> Optional[int]:
         return list(layers).index(f"layers.{block}")
     except ValueError:
         return None
+
+
+class LayerReader:
+    """Builds each step's ``layers`` event from the train cell's one small per-layer array.
+
+    ``local_norm`` (the 6th of MindFormers' 7 outputs) holds, from
+    :class:`~trainer_hooks.cell.DoctorTrainOneStepCell`, the per-layer gradient norms
+    (``layer_names``) then the probes (``probe_names``); from a MindFormers cell it holds one norm
+    per optimizer parameter, which is grouped per layer here. Every ``every`` steps it also
+    samples each layer's relative weight update from a bounded slice of its largest weight (a
+    copy at the step before, compared at the step): ``update_ratio``.
+    """
+
+    def __init__(self, train_network: object, optimizer: object, params: Sequence[object],
+                 every: int = 50, max_elements: int = 4096) -> None:
+        names = [str(getattr(p, "name", "")) for p in params]
+        self.names, index = group(names) if names else ([], [])
+        self.grad_names = list(getattr(train_network, "layer_names", None) or [])
+        self.probe_names = list(getattr(train_network, "probe_names", None) or [])
+        opt_names = [str(getattr(p, "name", "")) for p in getattr(optimizer, "parameters", ())]
+        self.param_layers = group(opt_names)[1] if opt_names else []
+        self.opt_layers = group(opt_names)[0] if opt_names else []
+        for extra in self.grad_names + self.probe_names + self.opt_layers:
+            if extra not in self.names:
+                self.names.append(extra)
+        at = {name: i for i, name in enumerate(self.names)}
+        self._grad_at = np.array([at[n] for n in (self.grad_names or self.opt_layers)], dtype=np.intp)
+        self._probe_at = np.array([at[n] for n in self.probe_names], dtype=np.intp)
+        self.every, self.max_elements = max(1, int(every)), max_elements
+        largest: Dict[int, object] = {}
+        for param, layer in zip(params, index):
+            if layer not in largest or int(getattr(param, "size", 0)) > int(getattr(largest[layer], "size", 0)):
+                largest[layer] = param
+        self.sampled = [(at[self.names[layer]] if layer < len(self.names) else 0, p)
+                        for layer, p in sorted(largest.items())]
+        self._before: Optional[List[np.ndarray]] = None
+
+    def _slices(self) -> List[np.ndarray]:
+        out = []
+        for _, param in self.sampled:
+            value = np.asarray(param.asnumpy()).reshape(-1)[:self.max_elements]   # type: ignore[attr-defined]
+            out.append(value.astype(np.float64))
+        return out
+
+    def arrays(self, outputs: object, step: int) -> Dict[str, List[object]]:
+        """The per-layer arrays of this step, as wire lists (null where not measured)."""
+        found: Dict[str, List[object]] = {}
+        local = outputs[5] if isinstance(outputs, (tuple, list)) and len(outputs) == 7 else None
+        if local is not None:
+            values = np.asarray(local.asnumpy() if hasattr(local, "asnumpy") else local,
+                                dtype=np.float64).reshape(-1)
+            grads = len(self.grad_names)
+            if grads and values.size == grads + len(self.probe_names):
+                found["grad_norm"] = self._spread(self._grad_at, values[:grads])
+                if self.probe_names:
+                    found["act_max"] = self._spread(self._probe_at, values[grads:])
+            elif not grads and values.size == len(self.param_layers):   # one norm per parameter
+                per_layer = np.bincount(self.param_layers, np.square(values),
+                                        minlength=len(self.opt_layers))
+                found["grad_norm"] = self._spread(self._grad_at, np.sqrt(per_layer))
+        if self._before is not None:
+            before, self._before = self._before, None
+            found["update_ratio"] = self._ratios(before, self._slices())
+        if self.sampled and (step + 1) % self.every == 0:
+            self._before = self._slices()
+        return found
+
+    def _spread(self, at: Sequence[int], values: Sequence[float]) -> List[object]:
+        """A wire row: ``values`` at positions ``at``, null (not measured) elsewhere."""
+        row: List[object] = [None] * len(self.names)
+        for i, value in zip(list(at), to_wire_list(values)):
+            row[int(i)] = value
+        return row
+
+    def _ratios(self, before: List[np.ndarray], after: List[np.ndarray]) -> List[object]:
+        at, values = [], []
+        for (i, _), b, a in zip(self.sampled, before, after):
+            base = float(np.sqrt(np.square(b).sum()))
+            if base > 0:
+                at.append(i)
+                values.append(float(np.sqrt(np.square(a - b).sum())) / base)
+        return self._spread(at, values)

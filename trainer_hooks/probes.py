@@ -10,7 +10,7 @@ imported with this module.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 from mindspore import Parameter, Tensor, ops
 from mindspore.common import dtype as mstype
@@ -37,26 +37,26 @@ def _probed_class(base: type, poisoned: bool) -> type:
     return _CLASSES[key]
 
 
-def attach(network: Any, poison_block: Optional[int] = None) -> Tuple[List[Parameter], List[str],
-                                                                       Optional[Parameter]]:
+def attach(network: Any, poison_blocks: Sequence[int] = ()) -> Tuple[List[Parameter], List[str],
+                                                                      Dict[int, Parameter]]:
     """Probe every decoder block of ``network`` (its ``model.layers`` or ``layers``).
 
-    Returns ``(probe parameters, their layer names, the poison parameter or None)``.
+    Returns ``(probe parameters, their layer names, block -> its poison parameter)``.
     """
     body = getattr(network, "model", network)
     blocks = getattr(body, "layers", None)
     if blocks is None:
-        return [], [], None
-    probes, names, poison = [], [], None
+        return [], [], {}
+    probes, names, poison = [], [], {}
     for i, block in enumerate(blocks):
-        poisoned = poison_block == i
+        poisoned = i in poison_blocks
         block.__class__ = _probed_class(type(block), poisoned)
         block.doctor_poisoned = poisoned
         block.doctor_act_max = Parameter(Tensor(0.0, mstype.float32), name=f"doctor_act_max.{i}",
                                          requires_grad=False)
         if poisoned:
-            poison = Parameter(Tensor(0.0, mstype.float32), name="doctor_poison", requires_grad=False)
-            block.doctor_poison = poison
+            poison[i] = block.doctor_poison = Parameter(Tensor(0.0, mstype.float32),
+                                                        name=f"doctor_poison.{i}", requires_grad=False)
         probes.append(block.doctor_act_max)
         names.append(f"layers.{i}")
     return probes, names, poison

@@ -68,8 +68,10 @@ def restore(cell, run_dir: Path, rank: int) -> Optional[Restored]:
     params = ms.load_checkpoint(str(files[-1]))
     step = int(params.pop("step").asnumpy())
     offset = int(params.pop("data_offset").asnumpy())
+    for name in [n for n in params if n.startswith("doctor_")]:   # probes and fault switches
+        params.pop(name)
     missing, _ = ms.load_param_into_net(cell, params, strict_load=True)
-    trainable_missing = [name for name in missing if not name.startswith("accum")]
+    trainable_missing = [name for name in missing if not name.startswith(("accum", "doctor_"))]
     if trainable_missing:
         raise RuntimeError(f"checkpoint {files[-1]} lacks {len(trainable_missing)} parameters of this "
                            f"model (e.g. {trainable_missing[:3]}): was it written by another preset?")

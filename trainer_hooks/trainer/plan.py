@@ -70,6 +70,10 @@ def make_plan(args) -> Plan:
             raise options.UsageError("--inject accum-mismatch needs --grad-accum >= 2")
     if cpu and not preset.cpu_ok:
         raise options.UsageError(f"preset {preset.name} is too large for a CPU; use tiny or small")
+    for block in inj.blocks():
+        if block >= preset.num_layers:
+            raise options.UsageError(f"--inject names decoder block {block}, but preset "
+                                     f"{preset.name} has blocks 0..{preset.num_layers - 1}")
     steps = args.steps or preset.steps
     lr = (args.lr or preset.lr) * (LR_HIGH_FACTOR if inj.lr_high else 1.0)
     rank, world = _rank_world()

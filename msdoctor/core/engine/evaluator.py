@@ -23,6 +23,7 @@ from msdoctor.core.engine.lifecycle import FIRING, INACTIVE, AlertState, advance
 from msdoctor.core.engine.model import Rule, RuleSet
 from msdoctor.core.engine.nodes import Frame, Signal, truthy
 from msdoctor.core.engine.program import CompiledRule, Program
+from msdoctor.core.layers import LayerBook
 from msdoctor.core.spool import Chunk
 from msdoctor.core.state import Store
 
@@ -48,6 +49,7 @@ class Engine:
         self._reported: Set[Tuple[str, str]] = set()
         self.transitions = 0
         self.rows = 0
+        self.layers = LayerBook()
 
     def _use_rules(self, rules: RuleSet | Sequence[Rule]) -> None:
         """Compile ``rules`` into the program evaluated from now on."""
@@ -94,6 +96,8 @@ class Engine:
             if kind == "run_start":
                 ctx.run.note_run_start(event)
                 ctx.running = True
+            elif kind == "layers":
+                self.layers.note(run, rank, event)
             ctx.note_time(event.get("t"))
         out: List[Alert] = []
         if steps is not None and len(steps):
@@ -297,7 +301,8 @@ class Engine:
         rule = cr.rule
         run = ctx.run.run
         caused_by = self._caused_by(ctx, rule.alert, state)
-        labels = {"alertname": rule.alert, "rank": str(ctx.rank), "run": run, **rule.labels}
+        labels = {"alertname": rule.alert, "rank": str(ctx.rank), "run": run, **rule.labels,
+                  **self.layers.labels(rule.alert, state, run, ctx.rank, step)}
         first = None if first_step is None or math.isnan(first_step) else int(first_step)
         if state == FIRING:
             ctx.firing_since[rule.alert] = first
@@ -355,7 +360,7 @@ class Engine:
                                      for k, d in rc.latest.items()},
                           "ranks": ranks}
         return {"v": STATE_VERSION, "runs": runs, "transitions": self.transitions,
-                "reported": [list(k) for k in self._reported]}
+                "reported": [list(k) for k in self._reported], "layers": self.layers.state_dict()}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Resume from :meth:`state_dict`; operators of changed rules start fresh."""
@@ -389,3 +394,5 @@ class Engine:
                         setattr(ctx, attr, rs[attr])
         self.transitions = int(state.get("transitions", 0))
         self._reported = {tuple(k) for k in state.get("reported", [])}
+        self.layers = LayerBook()
+        self.layers.load_state_dict(state.get("layers") or {})
