@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Any, Deque, Dict, List, Optional, Tuple
 
 import numpy as np
 
-#: Rows kept per rank, and rows of history a spike is measured against.
-DEPTH = 64
+#: Rows of history a spike is measured against; per-step findings kept per rank and kind.
 SPIKE_HISTORY = 16
+KEPT = 4096
+#: Another rank's episode counts for ``first_rank`` when it started at most this many steps before.
+EPISODE = 50
 #: A layer "jumped" when its gradient norm is this many times its recent median.
 JUMP = 4.0
 #: A sampled relative update below this, while the median layer moves, is "not moving".
@@ -46,12 +48,22 @@ def kind_of(alert: str) -> Optional[str]:
 
 
 class _Rank:
-    """One rank's recent rows and the first anomaly of each kind seen in them."""
+    """One rank's recent gradient rows (the spike baseline) and what each step's row showed."""
 
     def __init__(self) -> None:
-        self.rows: Deque[Tuple[int, Optional[float], List[str], Dict[str, np.ndarray]]] = \
-            deque(maxlen=DEPTH)
-        self.first: Dict[str, Tuple[int, float]] = {}
+        self.history: Deque[Tuple[List[str], np.ndarray]] = deque(maxlen=SPIKE_HISTORY)
+        self.last: Optional[Tuple[int, Any]] = None
+        #: kind -> step -> (t, the layer(s) named): bounded, oldest dropped first
+        self.found: Dict[str, "OrderedDict[int, Tuple[float, str]]"] = {
+            NONFINITE: OrderedDict(), SPIKE: OrderedDict(), STALL: OrderedDict()}
+
+    def keep(self, kind: str, step: int, t: float, layer: str) -> None:
+        found = self.found[kind]
+        for old in [s for s in found if s >= step]:    # a resumed run re-logs steps: keep the new
+            del found[old]
+        found[step] = (t, layer)
+        while len(found) > KEPT:
+            found.popitem(last=False)
 
 
 def _array(values: List[Any]) -> np.ndarray:
@@ -63,56 +75,58 @@ def _measured(values: List[Any]) -> np.ndarray:
     return np.array([v is not None for v in values], dtype=bool)
 
 
+def _first_nonfinite(event: Dict[str, Any]) -> Optional[int]:
+    """The first layer (forward order) whose activation max, else gradient norm, is non-finite."""
+    for name in ("act_max", "grad_norm"):
+        values = event.get(name)
+        if values is not None:
+            for i, v in enumerate(values):
+                if v is not None and not math.isfinite(v):
+                    return i
+    return None
+
+
 class LayerBook:
-    """Recent per-layer rows of every (run, rank) and the labels they give an alert."""
+    """What each (run, rank)'s layers events showed, and the labels they give an alert."""
 
     def __init__(self) -> None:
         self.ranks: Dict[Tuple[str, int], _Rank] = {}
         self.assigned: Dict[Tuple[str, int, str], Dict[str, str]] = {}
 
     def note(self, run: str, rank: int, event: Dict[str, Any]) -> None:
-        """Keep one ``layers`` event (already validated)."""
+        """Read one ``layers`` event (already validated); the same event twice counts once."""
         book = self.ranks.get((run, rank))
         if book is None:
             book = self.ranks[(run, rank)] = _Rank()
-        arrays = {}
-        for name in ("grad_norm", "act_max", "update_ratio"):
-            if name in event:
-                values = event[name]
-                arrays[name] = _array(values)
-                arrays[name + ":m"] = _measured(values)
         step, t = int(event["step"]), event.get("t")
-        if book.rows and step <= book.rows[-1][0]:    # a resumed run re-logs steps: keep the new
-            while book.rows and book.rows[-1][0] >= step:
-                book.rows.pop()
-        book.rows.append((step, t, list(event["names"]), arrays))
-        stamp = (step, float(t) if isinstance(t, (int, float)) else math.inf)
-        if NONFINITE not in book.first and self._nonfinite(arrays) is not None:
-            book.first[NONFINITE] = stamp
-        if SPIKE not in book.first:
-            jump = self._jump(book, len(book.rows) - 1)
-            if jump is not None and jump[1] >= 10 * JUMP:
-                book.first[SPIKE] = stamp
+        if book.last == (step, t):
+            return
+        book.last = (step, t)
+        when = float(t) if isinstance(t, (int, float)) else math.inf
+        names = event["names"]
+        bad = _first_nonfinite(event)
+        if bad is not None:
+            book.keep(NONFINITE, step, when, names[bad])
+        grads = event.get("grad_norm")
+        if grads is not None:
+            now = _array(grads)
+            jump = self._jump(book, names, now)
+            if jump is not None and jump[1] >= JUMP:
+                book.keep(SPIKE, step, when, names[jump[0]])
+            if np.isfinite(now[_measured(grads)]).all():
+                book.history.append((list(names), now))
+        ratios = event.get("update_ratio")
+        if ratios is not None:
+            ratio, measured = _array(ratios), _measured(ratios)
+            moving = float(np.median(ratio[measured])) if measured.any() else 0.0
+            still = np.flatnonzero(measured & (ratio <= STILL)).tolist()
+            book.keep(STALL, step, when,
+                      ",".join(names[j] for j in still) if moving > STILL else "")
 
-    # -- the culprit ------------------------------------------------------------------------
     @staticmethod
-    def _nonfinite(arrays: Dict[str, np.ndarray]) -> Optional[int]:
-        for name in ("act_max", "grad_norm"):
-            if name in arrays:
-                bad = np.flatnonzero(arrays[name + ":m"] & ~np.isfinite(arrays[name]))
-                if bad.size:
-                    return int(bad[0])
-        return None
-
-    @staticmethod
-    def _jump(book: _Rank, at: int) -> Optional[Tuple[int, float]]:
-        """(layer index, ratio to its median over the rows before) of the biggest jump at row ``at``."""
-        step, _, names, arrays = book.rows[at]
-        if "grad_norm" not in arrays:
-            return None
-        now = arrays["grad_norm"]
-        history = [r[3]["grad_norm"] for r in list(book.rows)[max(0, at - SPIKE_HISTORY):at]
-                   if "grad_norm" in r[3] and r[2] == names]
+    def _jump(book: _Rank, names: List[str], now: np.ndarray) -> Optional[Tuple[int, float]]:
+        """(layer index, ratio to its recent median) of the biggest jump in ``now``."""
+        history = [row for n, row in book.history if n == names]
         if not history:
             return None
         with warnings.catch_warnings():         # columns never measured: all-NaN, on purpose
@@ -125,43 +139,38 @@ class LayerBook:
         best = int(np.nanargmax(ratio))
         return best, float(ratio[best])
 
+    def _episode(self, book: _Rank, kind: str, step: Optional[int]) -> Optional[Tuple[int, float, str]]:
+        """(step, t, layer) that starts the episode of ``kind`` seen at or before ``step``."""
+        found = book.found[kind]
+        steps = [s for s in found if step is None or s <= step]
+        if not steps:
+            return None
+        last = steps[-1]
+        if kind == SPIKE and step is not None and step - last > 2:
+            return None
+        if kind == NONFINITE:
+            while last - 1 in found:
+                last -= 1
+        t, layer = found[last]
+        return last, t, layer
+
     def culprit(self, kind: str, run: str, rank: int, step: Optional[int]) -> Optional[str]:
         """The layer(s) to name for an alert of ``kind`` at ``step`` on (run, rank), or None."""
         book = self.ranks.get((run, rank))
-        if book is None or not book.rows:
-            return None
-        rows = [i for i, r in enumerate(book.rows) if step is None or r[0] <= step]
-        if not rows:
-            return None
-        if kind == NONFINITE:
-            first = None
-            for i in reversed(rows):           # back to the start of the non-finite episode
-                found = self._nonfinite(book.rows[i][3])
-                if found is None and first is not None:
-                    break
-                if found is not None:
-                    first = (i, found)
-            return None if first is None else book.rows[first[0]][2][first[1]]
-        if kind == SPIKE:
-            jump = self._jump(book, rows[-1])
-            return None if jump is None or jump[1] < JUMP else book.rows[rows[-1]][2][jump[0]]
-        if kind == STALL:
-            for i in reversed(rows):
-                arrays = book.rows[i][3]
-                if "update_ratio" in arrays:
-                    ratio, measured = arrays["update_ratio"], arrays["update_ratio:m"]
-                    moving = float(np.median(ratio[measured])) if measured.any() else 0.0
-                    still = np.flatnonzero(measured & (ratio <= STILL))
-                    if still.size and moving > STILL:
-                        return ",".join(book.rows[i][2][j] for j in still.tolist())
-                    return None
-        return None
+        found = self._episode(book, kind, step) if book is not None else None
+        return found[2] if found is not None and found[2] else None
 
-    def first_rank(self, kind: str, run: str) -> Optional[int]:
-        """The rank of ``run`` whose rows showed ``kind`` first (by step, then time), or None."""
-        seen = [(b.first[kind], r) for (name, r), b in self.ranks.items()
-                if name == run and kind in b.first]
-        return min(seen)[1] if seen else None
+    def first_rank(self, kind: str, run: str, step: Optional[int]) -> Optional[int]:
+        """The rank of ``run`` whose episode of ``kind`` near ``step`` started first (by step,
+        then time), among the ranks read so far; None when none shows one."""
+        seen = []
+        for (name, rank), book in self.ranks.items():
+            if name != run:
+                continue
+            found = self._episode(book, kind, step)
+            if found is not None and (step is None or step - found[0] <= EPISODE):
+                seen.append((found[0], found[1], rank))
+        return min(seen)[2] if seen else None
 
     def labels(self, alert: str, state: str, run: str, rank: int,
                step: Optional[int]) -> Dict[str, str]:
@@ -177,7 +186,7 @@ class LayerBook:
             layer = self.culprit(kind, run, rank, step)
             if layer:
                 found["layer"] = layer
-            first = self.first_rank(kind, run) if kind != STALL else None
+            first = self.first_rank(kind, run, step) if kind != STALL else None
             if first is not None:
                 found["first_rank"] = str(first)
         if state == "firing":

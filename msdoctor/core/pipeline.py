@@ -338,6 +338,7 @@ class Pipeline:
     def poll_once(self) -> List[Chunk]:
         """Tail the spool once: apply each chunk, then tick."""
         chunks = self.tailer.poll(self.poll_bytes) if self.tailer is not None else []
+        self._note_layers(chunks)
         for chunk in chunks:
             self.apply(chunk)
         self.tick()
@@ -350,12 +351,24 @@ class Pipeline:
         if self.tailer is None:
             return 0
         for chunks in drain(self.tailer):
+            self._note_layers(chunks)
             for chunk in chunks:
                 self.apply(chunk)
                 if observe is not None:
                     observe(chunk)
                 count += 1
         return count
+
+    def _note_layers(self, chunks: List[Chunk]) -> None:
+        """Every rank's layers events of one read, before any rank is judged: an alert's
+        ``first_rank`` then sees the ranks read together with it."""
+        book = getattr(self.engine, "layers", None)
+        if book is None:
+            return
+        for chunk in chunks:
+            for event in chunk.others:
+                if event.get("type") == "layers":
+                    book.note(chunk.run, chunk.rank, event)
 
     def run_forever(self, stop_event: threading.Event) -> None:
         """Poll until ``stop_event`` is set; snapshot periodically and at the end.
