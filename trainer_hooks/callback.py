@@ -42,7 +42,7 @@ from typing import Any, Dict, Mapping, Optional
 
 from mindspore.train import Callback
 
-from trainer_hooks import capacity, env
+from trainer_hooks import capacity, env, preflight
 from trainer_hooks.emitter import Emitter
 from trainer_hooks.guard import Guard
 from trainer_hooks.layers import LayerReader
@@ -243,6 +243,9 @@ class DoctorCallback(Callback):
                                     world_size=self.world_size or 1,
                                     micro_batch_inputs=self.micro_batch_inputs)
         config["versions"] = env.versions()
+        cell = cb.get("train_network") or cb.get("network")
+        if cell is not None:
+            config.update(preflight.facts(model_params(cell)))
         if self.precision:
             config["precision"] = self.precision
         for key, read in (("mem_host_total_bytes", capacity.host_memory_limit),

@@ -33,7 +33,7 @@ JUMP = 4.0
 #: A sampled relative update below this, while the median layer moves, is "not moving".
 STILL = 1e-9
 
-NONFINITE, SPIKE, STALL = "nonfinite", "spike", "stall"
+NONFINITE, SPIKE, STALL, AT_INIT = "nonfinite", "spike", "stall", "at_init"
 
 
 def kind_of(alert: str) -> Optional[str]:
@@ -44,6 +44,8 @@ def kind_of(alert: str) -> Optional[str]:
         return SPIKE
     if alert in ("UpdatesStalled", "LossPlateau", "LayerFrozen", "LossFrozen"):
         return STALL
+    if alert == "LayersNotLoaded":
+        return AT_INIT
     return None
 
 
@@ -92,6 +94,16 @@ class LayerBook:
     def __init__(self) -> None:
         self.ranks: Dict[Tuple[str, int], _Rank] = {}
         self.assigned: Dict[Tuple[str, int, str], Dict[str, str]] = {}
+        self.at_init: Dict[Tuple[str, int], str] = {}
+
+    def note_start(self, run: str, rank: int, event: Dict[str, Any]) -> None:
+        """A run_start: the layers its hooks found still at their initializer after loading."""
+        config = event.get("config")
+        names = config.get("layers_at_init_names") if isinstance(config, dict) else None
+        if isinstance(names, list) and names:
+            self.at_init[(run, rank)] = ",".join(str(n) for n in names[:32])
+        else:
+            self.at_init.pop((run, rank), None)
 
     def note(self, run: str, rank: int, event: Dict[str, Any]) -> None:
         """Read one ``layers`` event (already validated); the same event twice counts once."""
@@ -156,6 +168,8 @@ class LayerBook:
 
     def culprit(self, kind: str, run: str, rank: int, step: Optional[int]) -> Optional[str]:
         """The layer(s) to name for an alert of ``kind`` at ``step`` on (run, rank), or None."""
+        if kind == AT_INIT:
+            return self.at_init.get((run, rank))
         book = self.ranks.get((run, rank))
         found = self._episode(book, kind, step) if book is not None else None
         return found[2] if found is not None and found[2] else None
@@ -186,7 +200,7 @@ class LayerBook:
             layer = self.culprit(kind, run, rank, step)
             if layer:
                 found["layer"] = layer
-            first = self.first_rank(kind, run, step) if kind != STALL else None
+            first = self.first_rank(kind, run, step) if kind in (NONFINITE, SPIKE) else None
             if first is not None:
                 found["first_rank"] = str(first)
         if state == "firing":

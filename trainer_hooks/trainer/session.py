@@ -88,7 +88,7 @@ class Session:
         model.setup_parallel(parallel_mode(plan, self.args.device), plan.world)
         ms.set_seed(self.args.seed + plan.rank)
         np.random.seed(self.args.seed + plan.rank)
-        self.network = model.build_llama(plan.preset, plan.precision, self.args.device)
+        self.network = model.build_llama(plan.model_preset, plan.precision, self.args.device)
         self.schedule = schedule.make_schedule(plan.lr, plan.steps, plan.warmup)
         self.switches: Dict[str, Any] = {}
         probed, probe_names, poison = probes.attach(
@@ -132,6 +132,11 @@ class Session:
         if start >= calls_total:
             print(f"nothing to do: the run is at step {start} of {calls_total}", flush=True)
             return 0
+        if args.init_from:
+            skipped = checkpoint.load_weights(self.network, args.init_from, inj.skip_load)
+            print(f"initialised from {args.init_from}" +
+                  (f" ({skipped} keys of block {inj.skip_load} skipped)" if skipped else ""),
+                  flush=True)
         samples = plan.samples_per_call
         window = plan.preset.seq_length + 1
         corrupt = None

@@ -96,6 +96,7 @@ class Engine:
             if kind == "run_start":
                 ctx.run.note_run_start(event)
                 ctx.running = True
+                self.layers.note_start(run, rank, event)
             elif kind == "layers":
                 self.layers.note(run, rank, event)
             ctx.note_time(event.get("t"))
