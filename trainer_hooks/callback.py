@@ -283,6 +283,8 @@ class DoctorCallback(Callback):
                 self._emit({"v": SCHEMA_VERSION, "type": "layers", "rank": self.rank, "step": step,
                             "t": event["t"], **({"run": self.run} if self.run is not None else {}),
                             "names": self._layers.names, **arrays})
+            if self._layers.still is not None:
+                event["layers_still"] = self._layers.still
         if "lr" not in event and self._lr is not None:
             event["lr"] = self._lr(step)
         tokens = self.tokens_per_step or input_tokens(cb.get("train_dataset_element"))

@@ -17,6 +17,8 @@ from trainer_hooks.wire import to_wire_list
 
 _BLOCK = re.compile(r"(?:^|\.)(?:layers|layer|blocks|h)\.(\d+)(?:\.|$)")
 _HEAD = ("lm_head", "output_layer", "head")
+#: A relative update at or below this is "not moving" (fp32 resolution is ~1e-7 relative).
+STILL = 1e-9
 
 
 def layer_of(name: str) -> str:
@@ -103,6 +105,8 @@ class LayerReader:
         self.sampled = [(at[self.names[layer]] if layer < len(self.names) else 0, p)
                         for layer, p in sorted(largest.items())]
         self._before: Optional[List[np.ndarray]] = None
+        #: layers not moving at the last sampled step (None: not sampled there)
+        self.still: Optional[int] = None
 
     def _slices(self) -> List[np.ndarray]:
         out = []
@@ -127,6 +131,7 @@ class LayerReader:
                 per_layer = np.bincount(self.param_layers, np.square(values),
                                         minlength=len(self.opt_layers))
                 found["grad_norm"] = self._spread(self._grad_at, np.sqrt(per_layer))
+        self.still = None
         if self._before is not None:
             before, self._before = self._before, None
             found["update_ratio"] = self._ratios(before, self._slices())
@@ -142,10 +147,14 @@ class LayerReader:
         return row
 
     def _ratios(self, before: List[np.ndarray], after: List[np.ndarray]) -> List[object]:
+        """Each sampled layer's relative update; sets ``still``: how many layers did not move
+        while the median layer did (a layer left out of the optimizer)."""
         at, values = [], []
         for (i, _), b, a in zip(self.sampled, before, after):
             base = float(np.sqrt(np.square(b).sum()))
             if base > 0:
                 at.append(i)
                 values.append(float(np.sqrt(np.square(a - b).sum())) / base)
+        if values and float(np.median(values)) > STILL:
+            self.still = sum(1 for v in values if v <= STILL)
         return self._spread(at, values)

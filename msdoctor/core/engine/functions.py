@@ -18,7 +18,7 @@ Param = Union[float, str]
 SIGNALS: Tuple[str, ...] = (
     "loss", "grad_norm", "loss_scale", "lr", "tokens", "step_time_s", "data_wait_s",
     "update_ratio", "mem_device_bytes", "mem_device_peak_bytes", "mem_host_rss_bytes",
-    "micro_steps", "tokens_per_s", "overflow", "data_wait_share", "step",
+    "micro_steps", "tokens_per_s", "overflow", "data_wait_share", "step", "layers_still",
 )
 
 #: Named constants.
