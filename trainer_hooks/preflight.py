@@ -66,3 +66,24 @@ def facts(params: Sequence[Any]) -> Dict[str, Any]:
     if at_init:
         found["layers_at_init_names"] = at_init
     return found
+
+
+def checkpoint_facts(path: str) -> Dict[str, Any]:
+    """:func:`facts` of a MindSpore checkpoint file's model weights (imports MindSpore)."""
+    import mindspore as ms
+
+    params = [p for name, p in ms.load_checkpoint(path).items()
+              if not name.startswith(_NOT_WEIGHTS) and hasattr(p, "shape")]
+    return facts(params)
+
+
+_NOT_WEIGHTS = ("adam_", "moment", "accum", "doctor_", "global_step", "scale_sense", "step",
+                "data_offset", "learning_rate", "current_iterator_step", "last_overflow_iterator_step",
+                "epoch_num")
+
+
+if __name__ == "__main__":   # ``msdoctor preflight --checkpoint``: one JSON line on stdout
+    import json
+    import sys
+
+    print(json.dumps(checkpoint_facts(sys.argv[1])))

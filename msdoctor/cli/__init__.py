@@ -28,6 +28,7 @@ COMMANDS = {
     "tui": "tui",
     "train": "train",
     "demo": "demo",
+    "preflight": "preflight",
 }
 
 
