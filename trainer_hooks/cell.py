@@ -26,9 +26,7 @@ from __future__ import annotations
 from typing import Optional, Sequence, Union
 
 import numpy as np
-
-from mindspore import Tensor, nn, ops
-from mindspore import Parameter, ParameterTuple
+from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
 from mindspore.common import dtype as mstype
 
 from trainer_hooks.layers import membership

@@ -50,7 +50,7 @@ def train_with_faults(seed: int, blocks: int, faults: int, every: int, scratch: 
     os.chdir(scratch)
     session = Session(plan, args, {"run": f"seed-{seed}"}, token_file)
     args.injections.nan_layer = (0, 0)          # probes with a poison switch on every block:
-    import trainer_hooks.probes as probes       # the schedule below picks one per fault
+    import trainer_hooks.probes as probes  # the schedule below picks one per fault
     attach = probes.attach
     probes.attach = lambda net, _blocks: attach(net, range(blocks))
     try:
