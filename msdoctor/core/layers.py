@@ -151,14 +151,16 @@ class LayerBook:
         best = int(np.nanargmax(ratio))
         return best, float(ratio[best])
 
-    def _episode(self, book: _Rank, kind: str, step: Optional[int]) -> Optional[Tuple[int, float, str]]:
-        """(step, t, layer) that starts the episode of ``kind`` seen at or before ``step``."""
+    def _episode(self, book: _Rank, kind: str, step: Optional[int],
+                 near: bool = True) -> Optional[Tuple[int, float, str]]:
+        """(step, t, layer) that starts the episode of ``kind`` seen at or before ``step`` (a
+        spike: ``near`` it, within 2 steps, when naming the culprit of this rank's alert)."""
         found = book.found[kind]
         steps = [s for s in found if step is None or s <= step]
         if not steps:
             return None
         last = steps[-1]
-        if kind == SPIKE and step is not None and step - last > 2:
+        if near and kind == SPIKE and step is not None and step - last > 2:
             return None
         if kind == NONFINITE:
             while last - 1 in found:
@@ -181,7 +183,7 @@ class LayerBook:
         for (name, rank), book in self.ranks.items():
             if name != run:
                 continue
-            found = self._episode(book, kind, step)
+            found = self._episode(book, kind, step, near=False)
             if found is not None and (step is None or step - found[0] <= EPISODE):
                 seen.append((found[0], found[1], rank))
         return min(seen)[2] if seen else None
