@@ -21,7 +21,7 @@ ACCEPTED = [
     "expected(tokens_per_s_per_device)", "config(grad_accum) > 1", "rank_median(step_time_s)",
     "rank_count() >= 2", "world_size()", "seconds_since_step() > 600 and running()",
     "seconds_since_event() > 60", "sum(overflow, 200) or count(loss, 10) == 0", "loss ** 2 % 3 - -1",
-    "abs(last(loss)) / inf", "nan", "true", "false", "min(loss, 10) < max(loss, 10)",
+    "abs(last(loss)) / inf", "loss > 1.25 * ln(config(vocab_size))", "layers_still > 0", "nan", "true", "false", "min(loss, 10) < max(loss, 10)",
     "seconds_since_step() > coalesce(expected(hang_after_s), config(hang_after_s), 900)",
     "median(loss, 200, 10) < quantile(loss, 200, 0.9, 10)", "robust_z(loss, 200, 10) > 8",
     "spike_period(loss, 2000, 10) >= 5", "powerlaw_miss(loss, 1) > 0.5",
