@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional
 
 from msdoctor.cli import UsageError
 
-HELP = "check a config, tokenizer and checkpoint for pre-flight faults before training"
+HELP = "Check a config, tokenizer and checkpoint for pre-flight faults before training."
 EPILOG = ("exit status: 0 no finding, 1 findings, 2 bad input. Examples: msdoctor preflight "
           "run.yaml --tokenizer tokenizer.json; msdoctor preflight run.yaml --checkpoint "
           "model.ckpt")
