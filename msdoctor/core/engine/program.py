@@ -100,6 +100,34 @@ class Program:
                     states[i] = node.new_state()
         return outs
 
+    def evaluate_ranks(self, frame: Frame, states: List[List[Dict[str, Any]]],
+                       failed: Dict[int, str]) -> List[Optional[Out]]:
+        """:meth:`evaluate` over a many-rank frame (``frame.segments``); ``states[r]`` are
+        rank r's operator states. Each operator runs once for all ranks (rank by rank when
+        it has no segment-aware version)."""
+        from msdoctor.core.engine.segments import per_rank
+        outs: List[Optional[Out]] = [None] * len(self.nodes)
+        with np.errstate(all="ignore"):
+            for i, node in enumerate(self.nodes):
+                args = [outs[a] for a in self.args[i]]
+                if any(a is None for a in args):
+                    continue
+                try:
+                    if node.rowwise:
+                        outs[i] = node.evaluate(frame, args, {})  # type: ignore[arg-type]
+                        continue
+                    mine = [s[i] for s in states]
+                    many = getattr(node, "evaluate_segments", None)
+                    if many is not None:
+                        outs[i] = many(frame, args, mine)
+                    else:
+                        outs[i] = per_rank(node, frame, args, mine)  # type: ignore[arg-type]
+                except Exception as exc:  # noqa: BLE001 - one operator must not stop the others
+                    failed[i] = f"{type(exc).__name__}: {exc}"
+                    for s in states:
+                        s[i] = node.new_state()
+        return outs
+
     def tick(self, frame: Frame, states: List[Dict[str, Any]], last: List[float],
              failed: Dict[int, str]) -> Dict[int, float]:
         """Re-evaluate the clock-dependent operators for one instant; others from ``last``."""

@@ -155,3 +155,17 @@ def test_memory_does_not_grow_with_the_length_of_the_run():
     assert state.last_step == 55_000 and state.counters["steps"] == 55_000
     assert all(len(s) == 512 for s in state.series.values())
     assert growth < 64 * 1024, growth
+
+
+def test_a_series_grows_with_what_it_keeps_and_holds_the_newest_points_like_a_list():
+    rng = np.random.default_rng(5)
+    series, kept, step = Series(capacity=300), [], 0
+    assert series._steps.shape[0] <= 64                     # a short run, a short array
+    for _ in range(400):
+        n = int(rng.choice([1, 2, 7, 64, 299, 300, 301]))
+        steps = np.arange(step + 1, step + n + 1)
+        step += n
+        series.extend(steps, steps * 0.5)
+        kept = (kept + steps.tolist())[-300:]
+        assert series.steps.tolist() == kept and series.values.tolist() == [s * 0.5 for s in kept]
+        assert series._steps.shape[0] <= 300 + 75
