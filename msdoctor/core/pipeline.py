@@ -422,7 +422,7 @@ class Pipeline:
 
     def _note_layers(self, chunks: List[Chunk]) -> None:
         """Every rank's layers events of one read, before any rank is judged (``first_rank``)."""
-        book = getattr(self.engine, "layers", None)
+        book: Any = getattr(self.engine, "layers", None)
         for event, chunk in ((e, c) for c in chunks for e in c.others if book is not None):
             if event.get("type") == "layers":
                 book.note(chunk.run, chunk.rank, event)
