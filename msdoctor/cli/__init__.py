@@ -30,6 +30,7 @@ COMMANDS = {
     "train": "train",
     "demo": "demo",
     "completion": "completion",
+    "preflight": "preflight",
 }
 
 

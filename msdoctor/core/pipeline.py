@@ -400,6 +400,7 @@ class Pipeline:
     def poll_once(self) -> List[Chunk]:
         """Tail the spool once: apply each chunk, then tick."""
         chunks = self.tailer.poll(self.poll_bytes) if self.tailer is not None else []
+        self._note_layers(chunks)
         self.apply_many(chunks)
         self.tick()
         return chunks
@@ -411,12 +412,20 @@ class Pipeline:
         if self.tailer is None:
             return 0
         for chunks in drain(self.tailer):
+            self._note_layers(chunks)
             for chunk in chunks:
                 self.apply(chunk)
                 if observe is not None:
                     observe(chunk)
                 count += 1
         return count
+
+    def _note_layers(self, chunks: List[Chunk]) -> None:
+        """Every rank's layers events of one read, before any rank is judged (``first_rank``)."""
+        book: Any = getattr(self.engine, "layers", None)
+        for event, chunk in ((e, c) for c in chunks for e in c.others if book is not None):
+            if event.get("type") == "layers":
+                book.note(chunk.run, chunk.rank, event)
 
     def run_forever(self, stop_event: threading.Event) -> None:
         """Poll until ``stop_event`` is set; snapshot periodically and at the end.

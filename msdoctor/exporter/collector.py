@@ -123,10 +123,11 @@ def _families(store: Store, alerts: Optional[AlertSource],
     alert = Family(names.ALERT)
     if alerts is not None:
         for a in alerts.active():
-            rank = a.get("rank")
+            rank, where = a.get("rank"), a.get("labels") or {}
             alert.add((str(a.get("alert", "")), str(a.get("state", "")),
                        str(a.get("severity", "")), str(a.get("run", "")),
-                       "" if rank is None else str(rank), str(a.get("caused_by") or "")), 1.0)
+                       "" if rank is None else str(rank), str(a.get("caused_by") or ""),
+                       str(where.get("layer") or ""), str(where.get("first_rank") or "")), 1.0)
     delivered, failed, dropped = (Family(names.NOTIFICATIONS), Family(names.DELIVERY_FAILURES),
                                   Family(names.DELIVERY_DROPPED))
     for d in deliverers:

@@ -106,7 +106,8 @@ RUN_EXPECTED_STEP_TIME = MetricSpec(
 #: Alert state, shaped like Prometheus' own ``ALERTS`` series.
 ALERT = MetricSpec(PREFIX + "alert", "gauge",
                    "1 for each pending or firing msdoctor alert (mirrors Prometheus' ALERTS).",
-                   None, ("alertname", "alertstate", "severity", "run", "rank", "caused_by"))
+                   None, ("alertname", "alertstate", "severity", "run", "rank", "caused_by",
+                          "layer", "first_rank"))
 
 #: Delivery of alert transitions to Alertmanager / webhooks.
 NOTIFICATIONS = MetricSpec(PREFIX + "alert_notifications", "counter",

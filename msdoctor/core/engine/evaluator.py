@@ -24,6 +24,7 @@ from msdoctor.core.engine.model import Rule, RuleSet
 from msdoctor.core.engine.nodes import Frame, Signal, truthy
 from msdoctor.core.engine.program import CompiledRule, Program
 from msdoctor.core.engine.runend import end_run, note_gone, run_over
+from msdoctor.core.layers import LayerBook
 from msdoctor.core.spool import Chunk
 from msdoctor.core.state import Store
 
@@ -52,6 +53,7 @@ class Engine:
         self._reported: Set[Tuple[str, str]] = set()
         self.transitions = 0
         self.rows = 0
+        self.layers = LayerBook()
 
     def _use_rules(self, rules: RuleSet | Sequence[Rule]) -> None:
         """Compile ``rules`` into the program evaluated from now on."""
@@ -149,6 +151,9 @@ class Engine:
             if kind == "run_start":
                 ctx.run.note_run_start(event)
                 ctx.running = True
+                self.layers.note_start(ctx.run.run, ctx.rank, event)
+            elif kind == "layers":
+                self.layers.note(ctx.run.run, ctx.rank, event)
             self._back(ctx)
             ctx.note_time(event.get("t"))
         return ends
@@ -374,7 +379,8 @@ class Engine:
         rule = cr.rule
         run = ctx.run.run
         caused_by = self._caused_by(ctx, rule.alert, state)
-        labels = {"alertname": rule.alert, "rank": str(ctx.rank), "run": run, **rule.labels}
+        labels = {"alertname": rule.alert, "rank": str(ctx.rank), "run": run, **rule.labels,
+                  **self.layers.labels(rule.alert, state, run, ctx.rank, step)}
         first = None if first_step is None or math.isnan(first_step) else int(first_step)
         if state == FIRING:
             ctx.firing_since[rule.alert] = first
@@ -433,7 +439,7 @@ class Engine:
                                      for k, d in rc.latest.items()},
                           "ranks": ranks}
         return {"v": STATE_VERSION, "keys": keys, "runs": runs, "transitions": self.transitions,
-                "reported": [list(k) for k in self._reported]}
+                "reported": [list(k) for k in self._reported], "layers": self.layers.state_dict()}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Resume from :meth:`state_dict`; operators of changed rules start fresh."""
@@ -468,6 +474,8 @@ class Engine:
                         setattr(ctx, attr, rs[attr])
         self.transitions = int(state.get("transitions", 0))
         self._reported = {tuple(k) for k in state.get("reported", [])}
+        self.layers = LayerBook()
+        self.layers.load_state_dict(state.get("layers") or {})
 
 
 def _by_key(states: Any, last: Any, keys: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:

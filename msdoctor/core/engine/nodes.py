@@ -333,6 +333,17 @@ class Abs(Node):
         return np.abs(a), ma
 
 
+class Ln(Node):
+    """``ln(x)``: the natural logarithm, NaN where x <= 0."""
+
+    name = "ln"
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        (a, ma), = args
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(a > 0, np.log(np.where(a > 0, a, 1.0)), np.nan), ma
+
+
 class Coalesce(Node):
     """``coalesce(a, b, ...)``: at each row the first argument that is not NaN (NaN if none is)."""
 

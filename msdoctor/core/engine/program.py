@@ -12,8 +12,13 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
+from msdoctor.core.engine import nodes
 from msdoctor.core.engine.model import Rule
 from msdoctor.core.engine.nodes import Const, Frame, Node, Out
+
+#: Stateless operators: over per-run facts only, a tick can evaluate them afresh.
+_ELEMENTWISE = (nodes.BinOp, nodes.Pow, nodes.Neg, nodes.Compare, nodes.And, nodes.Or, nodes.Not,
+                nodes.Abs, nodes.Ln, nodes.Coalesce)
 
 
 @dataclass
@@ -39,7 +44,16 @@ class Program:
             values = {name: self.add(node) for name, (_, node) in rule.values.items()}
             uses = self._closure([cond, value, *values.values()])
             self.rules.append(CompiledRule(rule, cond, value, values, uses))
-        self.clock_nodes = [i for i, n in enumerate(self.nodes) if n.clock]
+        # a tick re-evaluates the clock's operators and the per-run facts (config(), expected()
+        # and elementwise operators over them only): a rank with no step yet has no last values
+        static: set = set()
+        for i, n in enumerate(self.nodes):
+            if isinstance(n, (nodes.RunFact, nodes.Const)) or (
+                    isinstance(n, _ELEMENTWISE) and self.args[i]
+                    and all(a in static for a in self.args[i])):
+                static.add(i)
+        self.clock_nodes = [i for i, n in enumerate(self.nodes)
+                            if n.clock or (i in static and not isinstance(n, nodes.Const))]
         self.keys = [n.key for n in self.nodes]
 
     def add(self, node: Node) -> int:
