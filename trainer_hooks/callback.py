@@ -4,7 +4,7 @@ Use it like any callback: ``model.train(epochs, data, callbacks=[DoctorCallback(
 It writes ``run_start``, one ``step`` event per optimizer step, ``checkpoint``,
 ``stop`` and ``run_end`` events to ``<run_dir>/events/rank-<N>.jsonl`` through an
 :class:`~trainer_hooks.emitter.Emitter` (a background writer; the hooks never do
-file I/O beyond one ``os.stat`` for the stop file).
+file I/O beyond one ``os.stat`` for the stop file per step and one per new checkpoint).
 
 Step semantics (the team contract): ``step`` is MindSpore's ``cur_step_num`` (the
 real optimizer step, also across epochs and in sink mode, where one callback
@@ -98,7 +98,8 @@ class DoctorCallback(Callback):
         self._first = True
         self._last_step = 0
         self._t_prev_end = self._t_begin = time.perf_counter()
-        self._t_train_begin = time.time()
+        self._t_train_begin = self._t_end_wall = time.time()
+        self._ckpt_pause = 0.0
         self._sampler: Optional[UpdateSampler] = None
         self._lr = None
         self._memory: Optional[env.Memory] = None
@@ -258,7 +259,8 @@ class DoctorCallback(Callback):
             self._first = False
         else:
             event["step_time_s"] = (now - self._t_prev_end) / delta
-            event["data_wait_s"] = max(0.0, self._t_begin - self._t_prev_end) / delta
+            wait = self._t_begin - self._t_prev_end - self._ckpt_pause
+            event["data_wait_s"] = max(0.0, wait) / delta
         decode_outputs(cb.get("net_outputs"), event)
         if "lr" not in event and self._lr is not None:
             event["lr"] = self._lr(step)
@@ -286,14 +288,20 @@ class DoctorCallback(Callback):
         self._emit(event)
         self._check_stop(run_context, step)
         self._t_prev_end = now  # the hook's own cost counts as wait before the next step
+        self._ckpt_pause = 0.0
+        self._t_end_wall = time.time()
 
     def _check_checkpoints(self) -> None:
         for callback in self._ckpt_callbacks:
             path = getattr(callback, "latest_ckpt_file_name", "") or ""
             if path and self._ckpt_seen.get(id(callback)) != path:
                 self._ckpt_seen[id(callback)] = path
+                size, save_s = checkpoint_facts(callback, str(path), self._t_end_wall)
                 self._emit(make("checkpoint", self.rank, t=time.time(), run=self.run,
-                                step=self._last_step, path=str(path)))
+                                step=self._last_step, path=str(path), size_bytes=size,
+                                save_s=save_s))
+                if save_s is not None:       # the save is not data wait
+                    self._ckpt_pause += save_s
 
     def _check_stop(self, run_context: Any, step: int) -> None:
         if self._stopping:
@@ -333,6 +341,34 @@ class DoctorCallback(Callback):
             self._memory.close()
         if self.emitter is not None:
             self.emitter.close(timeout=2.0)
+
+
+def checkpoint_facts(callback: Any, path: str, since: float) -> tuple:
+    """``(size_bytes, save_s)`` of the checkpoint ``callback`` just wrote (None where unknown):
+    the save time the saver recorded (the bundled trainer's ``latest_ckpt_save_s``,
+    MindFormers' ``save_info_list``), else the file's mtime after ``since`` (the wall time
+    of this hook's last step end: savers run after it). One ``os.stat`` per new checkpoint."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None, None
+    size = info.st_size if stat.S_ISREG(info.st_mode) else None
+    seconds = getattr(callback, "latest_ckpt_save_s", None)
+    if not isinstance(seconds, (int, float)):
+        seconds = None
+        infos = getattr(callback, "save_info_list", None)
+        try:
+            started = [v["ckpt"]["save_start_time"] for v in dict(infos or {}).values()
+                       if isinstance(v, dict) and v.get("ckpt", {}).get("save_start_time")]
+        except (AttributeError, KeyError, TypeError):
+            started = []
+        if started:
+            seconds = info.st_mtime - max(started)
+        elif info.st_mtime >= since:
+            seconds = info.st_mtime - since
+    if seconds is not None and not 0.0 <= seconds < 86400.0:
+        seconds = None
+    return size, (None if seconds is None else float(seconds))
 
 
 def _optimizer(cb: Any) -> Any:

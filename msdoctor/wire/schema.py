@@ -57,12 +57,19 @@ FIELDS: Dict[str, Dict[str, Tuple[str, bool]]] = {
                   "expect": (OBJ, False)},
     "step": {**_COMMON, "step": (INT, True), "overflow": (BOOL, False),
              **{name: (NUM, False) for name in STEP_SIGNALS}},
-    "checkpoint": {**_COMMON, "step": (INT, True), "path": (STR, False)},
+    "checkpoint": {**_COMMON, "step": (INT, True), "path": (STR, False),
+                   "size_bytes": (INT, False), "save_s": (NUM, False), "load_s": (NUM, False),
+                   "op": (STR, False)},
     "run_end": {**_COMMON, "status": (STR, True), "step": (INT, False),
                 "exception": (STR, False)},
     "heartbeat": {**_COMMON, "step": (INT, False), "dropped": (INT, False)},
     "stop": {**_COMMON, "step": (INT, False), "reason": (STR, True)},
+    "action": {**_COMMON, "step": (INT, False), "action": (STR, True), "reason": (STR, False),
+               "alert": (STR, False)},
 }
+
+#: ``checkpoint.op``: a save (the default when absent) or a load on resume.
+CHECKPOINT_OPS: Tuple[str, ...] = ("save", "load")
 
 EVENT_TYPES: Tuple[str, ...] = tuple(FIELDS)
 

@@ -31,6 +31,11 @@ class Alert:
     #: The alert firing on the same rank that this one is a consequence of (root-cause
     #: grouping); such a transition is kept on record but not notified on its own.
     caused_by: Optional[str] = None
+    #: For a rule whose text names it: the last checkpoint saved before the anomaly began
+    #: (``step``, ``path``...), or None when none is known.
+    checkpoint: Optional[Dict[str, Any]] = None
+    #: The rule names a checkpoint (``{{ $checkpoint }}``): the record says which, or null.
+    names_checkpoint: bool = False
 
     def to_dict(self) -> Dict[str, Any]:
         """The JSON object of this transition (one line of ``alerts.jsonl``)."""
@@ -46,6 +51,8 @@ class Alert:
             d["action"] = self.action
         if self.caused_by:
             d["caused_by"] = self.caused_by
+        if self.checkpoint is not None or self.names_checkpoint:
+            d["checkpoint"] = None if self.checkpoint is None else dict(self.checkpoint)
         return d
 
     def describe(self) -> str:

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set,
 
 import numpy as np
 
+from msdoctor.core import checkpoints
 from msdoctor.core.alerts.model import Alert
 from msdoctor.core.batch import StepBatch, columnize
 from msdoctor.core.engine.causes import CauseGraph
@@ -94,6 +95,8 @@ class Engine:
             if kind == "run_start":
                 ctx.run.note_run_start(event)
                 ctx.running = True
+            elif kind == "checkpoint":
+                checkpoints.note(ctx.checkpoints, event)
             ctx.note_time(event.get("t"))
         out: List[Alert] = []
         if steps is not None and len(steps):
@@ -303,15 +306,17 @@ class Engine:
             ctx.firing_since[rule.alert] = first
         elif state == "resolved":
             ctx.firing_since.pop(rule.alert, None)
+        good = checkpoints.last_before(ctx.checkpoints, first) if cr.names_checkpoint else None
         scope = {"value": value, "step": step, "first_step": first, "run": run,
-                 "labels": labels, "values": values}
+                 "labels": labels, "values": values, "checkpoint": checkpoints.describe(good)}
         annotations = {k: tpl.render(scope) for k, tpl in rule.templates.items()}
         alert = Alert(alert=rule.alert, state=state, severity=rule.severity, run=run,
                       rank=ctx.rank, step=step, first_step=first, value=value, t=t,
                       summary=annotations.get("summary", ""), cause=annotations.get("cause", ""),
                       fix=annotations.get("fix", ""), runbook_url=annotations.get("runbook_url", ""),
                       labels=labels, annotations=annotations, values=values, action=rule.action,
-                      caused_by=caused_by)
+                      caused_by=caused_by, checkpoint=good,
+                      names_checkpoint=cr.names_checkpoint)
         self.transitions += 1
         if self.already_notified(alert):
             return alert
@@ -348,6 +353,7 @@ class Engine:
                     "last_step": ctx.last_step, "last_t": ctx.last_t,
                     "last_step_t": ctx.last_step_t, "first_event_t": ctx.first_event_t,
                     "last_event_t": ctx.last_event_t, "running": ctx.running,
+                    "checkpoints": pack(ctx.checkpoints),
                 }
             runs[name] = {"config": pack(rc.config), "expect": pack(rc.expect),
                           "world_size": rc.world_size, "start_rank": rc.start_rank,
@@ -383,6 +389,8 @@ class Engine:
                               {k: None for k, st in ctx.alerts.items() if st.state == FIRING})
                 since = rs.get("firing_since")
                 ctx.firing_since = dict(since) if isinstance(since, dict) else {}
+                saved_checkpoints = rs.get("checkpoints")
+                ctx.checkpoints = unpack(saved_checkpoints) if isinstance(saved_checkpoints, list) else []
                 for attr in ("last_step", "last_t", "last_step_t", "first_event_t",
                              "last_event_t", "running"):
                     if attr in rs:
