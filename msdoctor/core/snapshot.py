@@ -81,7 +81,8 @@ def store_to_dict(store: Store) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
             ranks.append({"rank": rank.rank, "status": rank.status, "last_step": rank.last_step,
                           "t": rank.t, "received": rank.received, "latest": rank.latest,
                           "counters": rank.counters, "run_end": rank.run_end,
-                          "checkpoint": rank.checkpoint, "stop": rank.stop, "series": series})
+                          "checkpoint": rank.checkpoint, "checkpoints": rank.checkpoints,
+                          "stop": rank.stop, "series": series})
         runs.append({"run": run.run, "world_size": run.world_size, "config": run.config,
                      "expect": run.expect,
                      "run_start": [[r, e] for r, e in run.run_start.items()], "ranks": ranks})
@@ -110,6 +111,9 @@ def store_from_dict(doc: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
                                   if k in COUNTERS})
             rank.run_end, rank.checkpoint = item.get("run_end"), item.get("checkpoint")
             rank.stop = item.get("stop")
+            saved = item.get("checkpoints")
+            rank.checkpoints = [dict(c) for c in saved if isinstance(c, dict) and "step" in c] \
+                if isinstance(saved, list) else []
             for name, key in item.get("series", {}).items():
                 steps, values = arrays[f"{key}_steps"], arrays[f"{key}_values"]
                 if steps.dtype.kind != "i" or values.dtype.kind != "f" or steps.shape != values.shape:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from msdoctor.core import checkpoints
 from msdoctor.core.batch import StepBatch
 from msdoctor.core.limits import RunLimit
 from msdoctor.core.runstart import fold_run_start
@@ -163,6 +164,8 @@ class RankState:
     counters: Dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
     run_end: Optional[Dict[str, Any]] = None
     checkpoint: Optional[Dict[str, Any]] = None
+    #: every checkpoint saved, by step (the newest ``checkpoints.MAX_KEPT``)
+    checkpoints: List[Dict[str, Any]] = field(default_factory=list)
     stop: Optional[Dict[str, Any]] = None
     series: Dict[str, Series] = field(default_factory=dict)
 
@@ -224,7 +227,9 @@ class RankState:
             if "dropped" in event:
                 self.counters["dropped"] = event["dropped"]
         elif kind == "checkpoint":
-            self.checkpoint = {k: event[k] for k in ("step", "path", "t") if k in event}
+            if event.get("op", "save") == "save":
+                self.checkpoint = {k: event[k] for k in ("step", "path", "t") if k in event}
+            checkpoints.note(self.checkpoints, event)
         elif kind == "stop":
             self.stop = {k: event[k] for k in ("reason", "step", "t") if k in event}
 

@@ -35,7 +35,8 @@ from msdoctor.replay.textfile import blocks
 from msdoctor.replay.tree import select
 
 TABLE_FIELDS = ("alert", "severity", "run", "rank", "step", "first_step", "value", "summary",
-                "cause", "fix", "runbook_url", "t", "labels", "values", "action", "caused_by")
+                "cause", "fix", "runbook_url", "t", "labels", "values", "action", "caused_by",
+                "checkpoint")
 
 
 def load(paths: List[str], fmt: str = "auto", rank: Optional[int] = None,
