@@ -239,8 +239,10 @@ class DoctorCallback(Callback):
             if value:
                 config[key] = value
         config.update(self.user_config)
+        started = env.process_start_time()
         event = make("run_start", self.rank, t=self._t_train_begin, run=self.run,
-                     world_size=self.world_size, config=config, expect=self.expect or None)
+                     world_size=self.world_size, config=config, expect=self.expect or None,
+                     process_t=started if started and started <= self._t_train_begin else None)
         self._emit(event)
 
     def _step_end(self, run_context: Any, now: float) -> None:

@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from msdoctor.core.goodput import Goodput
 from msdoctor.core.state import COUNTERS, DEFAULT_CAPACITY, RankState, RunState, Series, Store
 from msdoctor.wire.errors import MsdoctorError
 from msdoctor.wire.files import FILE_MODE, describe, make_dir, open_regular
@@ -84,7 +85,7 @@ def store_to_dict(store: Store) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
                           "checkpoint": rank.checkpoint, "checkpoints": rank.checkpoints,
                           "stop": rank.stop, "series": series})
         runs.append({"run": run.run, "world_size": run.world_size, "config": run.config,
-                     "expect": run.expect,
+                     "expect": run.expect, "goodput": run.goodput.state_dict(),
                      "run_start": [[r, e] for r, e in run.run_start.items()], "ranks": ranks})
     return {"capacity": store.capacity, "runs": runs,
             "run_limit": store.run_limit.to_json()}, arrays
@@ -101,6 +102,8 @@ def store_from_dict(doc: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
         run.config = dict(entry.get("config") or {})
         run.expect = dict(entry.get("expect") or {})
         run.run_start = {int(r): e for r, e in entry.get("run_start", [])}
+        if isinstance(entry.get("goodput"), dict):
+            run.goodput = Goodput.from_state(entry["goodput"])
         for item in entry["ranks"]:
             rank = RankState(int(item["rank"]), capacity=store.capacity)
             rank.status = str(item["status"])

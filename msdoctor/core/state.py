@@ -20,6 +20,7 @@ import numpy as np
 
 from msdoctor.core import checkpoints
 from msdoctor.core.batch import StepBatch
+from msdoctor.core.goodput import Goodput
 from msdoctor.core.limits import RunLimit
 from msdoctor.core.runstart import fold_run_start
 from msdoctor.core.spool import Chunk
@@ -250,6 +251,7 @@ class RunState:
     config: Dict[str, Any] = field(default_factory=dict)
     expect: Dict[str, Any] = field(default_factory=dict)
     ranks: Dict[int, RankState] = field(default_factory=dict)
+    goodput: Goodput = field(default_factory=Goodput)
 
     def note_run_start(self, event: Dict[str, Any]) -> None:
         """Keep ``event`` as its rank's run_start; :func:`fold_run_start` says which wins."""
@@ -293,6 +295,8 @@ class Store:
             state.apply_event(event)
         if chunk.steps is not None:
             state.apply_steps(chunk.steps)
+        self.runs[chunk.run].goodput.apply_chunk(chunk.rank, chunk.events, chunk.others,
+                                                 chunk.steps)
         for event in reversed(chunk.events):
             t = event.get("t")
             if t is not None:

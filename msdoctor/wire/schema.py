@@ -54,7 +54,7 @@ STEP_SIGNALS: Tuple[str, ...] = (
 
 FIELDS: Dict[str, Dict[str, Tuple[str, bool]]] = {
     "run_start": {**_COMMON, "world_size": (INT, False), "config": (OBJ, False),
-                  "expect": (OBJ, False)},
+                  "expect": (OBJ, False), "process_t": (NUM, False)},
     "step": {**_COMMON, "step": (INT, True), "overflow": (BOOL, False),
              **{name: (NUM, False) for name in STEP_SIGNALS}},
     "checkpoint": {**_COMMON, "step": (INT, True), "path": (STR, False),
