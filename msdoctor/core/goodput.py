@@ -17,7 +17,8 @@ Judged per run from one rank's events (the lowest rank seen), in the trainer's c
   measure evaluation yet);
 - ``other``: what is left (hook and framework time between steps).
 
-``productive`` is the rest of the steps' time; ``ratio = productive / wall``.
+``productive`` is the rest of the steps' time; ``ratio = productive / wall``. Every cause but
+``other`` only grows (:attr:`Goodput.badput` holds them as counters).
 """
 from __future__ import annotations
 
@@ -171,15 +172,15 @@ class Goodput:
         if self._start_t is not None:            # the first step after a run_start
             begin = float(t[0]) - float(step_time[0]) if math.isfinite(t[0]) else self._start_t
             self.badput["startup"] += max(0.0, begin - self._start_t - self._loaded)
-            self.badput["startup"] += float(step_time[0])     # compilation; its typical part
-            self._owed = float(step_time[0])                  # comes back once that is known
+            self._owed = float(step_time[0])     # compilation + a typical step: split once
+                                                 # the typical step time is known
             productive[0] = wait[0] = excess[0] = 0.0
             self._start_t, self._loaded = None, 0.0
         elif self.first_t is None and len(t) and math.isfinite(t[0]):
             self._see(float(t[0]) - float(step_time[0]))
         if self._owed and len(sample) >= 4:
             back = min(self._owed, typical)
-            self.badput["startup"] -= back
+            self.badput["startup"] += self._owed - back
             productive[-1] += back
             self._owed = 0.0
         self.badput["data_wait"] += float(np.sum(np.where(hang, 0.0, wait)))
@@ -224,6 +225,7 @@ class Goodput:
         wall = self.wall
         productive = max(0.0, self.productive)
         badput = {k: max(0.0, v) for k, v in self.badput.items() if k != "other"}
+        badput["startup"] += self._owed           # a first step not split yet
         badput["other"] = max(0.0, wall - productive - sum(badput.values()))
         return {"wall_s": wall, "productive_s": productive,
                 "ratio": (min(1.0, productive / wall) if wall > 0 else None),
