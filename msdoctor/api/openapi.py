@@ -128,6 +128,12 @@ SCHEMAS: Dict[str, Any] = {
                         "description": "the alert whose anomaly this checkpoint was saved during"},
         "last_good": {"type": "boolean",
                       "description": "an alert named it as the checkpoint to resume from"}}),
+    "Goodput": _obj(["run", "wall_s", "productive_s", "ratio", "badput_s"], {
+        "run": {"type": "string"}, "wall_s": {"type": "number"},
+        "productive_s": {"type": "number"}, "ratio": {"type": "number", "nullable": True},
+        "badput_s": {"type": "object", "additionalProperties": {"type": "number"},
+                     "description": "seconds lost by cause: startup, data_wait, checkpoint, "
+                                    "hang, downtime, redone, evaluation, other"}}),
     "CheckpointList": _obj(["run", "checkpoints"], {
         "run": {"type": "string"}, "checkpoints": {"type": "array", "items": _ref("Checkpoint")}}),
     "RunList": _obj(["runs"], {"runs": {"type": "array", "items": _ref("Run")}}),
@@ -203,6 +209,9 @@ def openapi() -> Dict[str, Any]:
             "/api/v1/runs/{run}/checkpoints": _get(
                 "The checkpoints of a run, poisoned ones and the last good one marked",
                 "CheckpointList", [RUN]),
+            "/api/v1/runs/{run}/goodput": _get(
+                "Productive time over wall time of a run, and the badput by cause", "Goodput",
+                [RUN]),
             "/api/v1/alerts": _get("Active alerts with summary, cause and fix", "AlertList", [
                 _param("state", "query", {"type": "string", "enum": ["active", "firing",
                                                                      "pending"],

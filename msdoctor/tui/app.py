@@ -20,6 +20,7 @@ from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 from msdoctor.tui.alertdetail import AlertScreen
 from msdoctor.tui.alertpane import AlertsPane, Marks
 from msdoctor.tui.chartpane import ChartsPane
+from msdoctor.tui.checkpointpane import CheckpointsPane
 from msdoctor.tui.columns import COLUMNS
 from msdoctor.tui.helpscreen import HelpScreen
 from msdoctor.tui.model import Reading
@@ -28,7 +29,7 @@ from msdoctor.tui.ranktable import RankTable
 from msdoctor.tui.reader import Request, SourceError
 from msdoctor.tui.source import Source
 
-PANES = ("overview", "charts", "alerts")
+PANES = ("overview", "charts", "alerts", "checkpoints")
 MIN_SIZE = (60, 15)
 MIN_REFRESH_S = 0.25            # at most 4 refreshes a second
 
@@ -46,6 +47,7 @@ class DoctorApp(App[None]):
         Binding("1", "show_pane('overview')", "Overview", show=False),
         Binding("2", "show_pane('charts')", "Charts", show=False),
         Binding("3", "show_pane('alerts')", "Alerts", show=False),
+        Binding("4", "show_pane('checkpoints')", "Checkpoints", show=False),
         Binding("slash", "filter", "Filter"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("R", "next_run", "Next run", show=False),
@@ -80,6 +82,8 @@ class DoctorApp(App[None]):
                 yield ChartsPane(id="charts-pane")
             with TabPane("Alerts", id="alerts"):
                 yield AlertsPane(self.marks, id="alerts-pane")
+            with TabPane("Checkpoints", id="checkpoints"):
+                yield CheckpointsPane(id="checkpoints-pane")
         yield Input(placeholder="filter…  (enter: keep, esc: clear)", id="filter")
         yield Footer()
 
@@ -99,7 +103,7 @@ class DoctorApp(App[None]):
     # -- refresh ------------------------------------------------------------------
     def request(self) -> Request:
         return Request(run=self.run_name, charts=self.pane == "charts",
-                       chart_ranks=self.chart_ranks)
+                       chart_ranks=self.chart_ranks, checkpoints=self.pane == "checkpoints")
 
     def _tick(self) -> None:
         if self._busy or time.monotonic() < self._next_try:
@@ -139,6 +143,8 @@ class DoctorApp(App[None]):
         self.query_one(AlertsPane).show(snap.alerts)
         if snap.charts is not None:
             self.query_one(ChartsPane).show(snap.charts)
+        if snap.checkpoints is not None:
+            self.query_one(CheckpointsPane).show(snap.checkpoints)
         firing = snap.run.firing if snap.run else 0
         self.query_one(TabbedContent).get_tab("alerts").label = \
             f"Alerts ({firing})" if firing else "Alerts"
@@ -186,7 +192,7 @@ class DoctorApp(App[None]):
         self._focus_pane(pane)
         if pane == "alerts":
             self.query_one(AlertsPane).flush()
-        if pane == "charts" and self.poll:
+        if pane in ("charts", "checkpoints") and self.poll:
             self._next_try = 0.0
             self._tick()
 
@@ -227,7 +233,8 @@ class DoctorApp(App[None]):
             self._focus_pane()
 
     def _focus_pane(self, pane: Optional[str] = None) -> None:
-        target = {"overview": RankTable, "charts": "#chart-loss", "alerts": "#alerts-table"}
+        target = {"overview": RankTable, "charts": "#chart-loss", "alerts": "#alerts-table",
+                  "checkpoints": "#checkpoints-pane"}
         self.query_one(target[pane or self.pane]).focus()
 
     def on_rank_table_selected(self, event: RankTable.Selected) -> None:

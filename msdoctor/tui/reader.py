@@ -12,6 +12,8 @@ from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from msdoctor.core.views import (
     AlertHistoryView,
+    CheckpointsView,
+    GoodputView,
     AlertsView,
     AlertView,
     OverviewView,
@@ -71,6 +73,10 @@ class Queries(Protocol):
     def rank_series(self, run: str, rank: int, signals: Sequence[str],
                     max_points: int) -> RankSeriesView: ...
 
+    def checkpoints(self, run: str) -> CheckpointsView: ...
+
+    def goodput(self, run: str) -> GoodputView: ...
+
 
 @dataclass(frozen=True)
 class Request:
@@ -81,6 +87,7 @@ class Request:
     chart_ranks: Tuple[int, ...] = ()       # empty: the worst rank
     chart_points: int = CHART_POINTS
     spark_signal: str = SPARK_SIGNAL
+    checkpoints: bool = False               # the checkpoints pane is open
 
 
 def alert_item(a: AlertView) -> AlertItem:
@@ -114,17 +121,31 @@ class Reader:
         view = self.queries.overview(run, ROW_SIGNALS, request.spark_signal, SPARK_POINTS)
         active, history, resolved = self._alert_lists(run, view.alerts_version)
         rows = judge(self._rows(view, active))
-        summary = self._summary(run_view, rows, active)
+        summary = replace(self._summary(run_view, rows, active), goodput=self._goodput(run))
         charts = None
         if request.charts:
             picked = request.chart_ranks or ((summary.worst_rank,) if summary.worst_rank is not None
                                              else ())
             charts = self._charts(run, picked, request.chart_points, history)
+        kept = self._checkpoints(run) if request.checkpoints else None
         return Reading(source=self.label, runs=names, run=summary, ranks=tuple(rows),
-                        active=active, resolved=resolved, charts=charts,
+                        active=active, resolved=resolved, charts=charts, checkpoints=kept,
                         empty_hint="" if rows else self.empty_hint)
 
     # -- parts -----------------------------------------------------------------
+    def _goodput(self, run: str) -> Optional[float]:
+        """The run's goodput ratio (None: not known yet, or a sidecar without it)."""
+        try:
+            return self.queries.goodput(run).ratio
+        except SourceError:
+            return None
+
+    def _checkpoints(self, run: str) -> Optional[tuple]:
+        try:
+            return tuple(self.queries.checkpoints(run).checkpoints)
+        except SourceError:
+            return None
+
     def _alert_lists(self, run: str, version: Optional[str]) -> tuple:
         """Active alerts, history and resolved alerts of ``run``, fetched again only when
         the overview's ``alerts_version`` says the feed changed."""

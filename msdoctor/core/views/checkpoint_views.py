@@ -1,8 +1,9 @@
 """The checkpoints of a run, each marked poisoned (saved while an anomaly lasted) or the last
-good one an alert named (``/api/v1/runs/{run}/checkpoints``, the TUI's and the report's lists)."""
+good one an alert named (``/api/v1/runs/{run}/checkpoints``, the TUI's and the report's lists),
+and the run's goodput (``/api/v1/runs/{run}/goodput``)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from msdoctor.core import checkpoints as ckpt
@@ -82,4 +83,32 @@ def checkpoints(store: Store, source: Optional[AlertSource], run_id: str) -> Che
     return CheckpointsView(run_id, marked(run_id, per_rank, records_of(source)))
 
 
-__all__ = ["CheckpointView", "CheckpointsView", "checkpoints", "marked"]
+@dataclass(frozen=True)
+class GoodputView:
+    """Productive time over wall time of a run and the badput by cause (``msdoctor.core.goodput``)."""
+
+    run: str
+    wall_s: float = 0.0
+    productive_s: float = 0.0
+    ratio: Optional[float] = None
+    badput_s: Mapping[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, run: str, summary: Mapping[str, Any]) -> "GoodputView":
+        return cls(run, float(summary["wall_s"]), float(summary["productive_s"]),
+                   summary.get("ratio"), dict(summary.get("badput_s") or {}))
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"run": self.run, "wall_s": self.wall_s, "productive_s": self.productive_s,
+                "ratio": self.ratio, "badput_s": dict(self.badput_s)}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "GoodputView":
+        return cls.of(d["run"], d)
+
+
+def goodput(store: Store, run_id: str) -> GoodputView:
+    return GoodputView.of(run_id, run_state(store, run_id).goodput.summary())
+
+
+__all__ = ["CheckpointView", "CheckpointsView", "GoodputView", "checkpoints", "goodput", "marked"]

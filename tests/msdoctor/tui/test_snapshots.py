@@ -54,3 +54,14 @@ def test_an_opened_alert_shows_cause_and_fix(snap_compare):
 
 def test_a_terminal_too_small(snap_compare):
     assert snap_compare(make_app(), terminal_size=(50, 12), run_before=loaded)
+
+
+def test_the_checkpoints_pane_marks_the_poisoned_and_the_last_good_one(snap_compare):
+    app = DoctorApp(FixedSource(lambda request: snapshot(goodput=0.72,
+                                                         checkpoints=request.checkpoints)),
+                    poll=False)
+
+    async def run_before(pilot):
+        await pilot.press("4")
+        await loaded(pilot)
+    assert snap_compare(app, terminal_size=(110, 24), run_before=run_before)
