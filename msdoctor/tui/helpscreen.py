@@ -10,7 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 HELP = """\
-[b]Panes[/b]     tab / shift+tab next / previous · 1 overview · 2 charts · 3 alerts
+[b]Panes[/b]     tab / shift+tab next / previous · 1 overview · 2 charts · 3 alerts · 4 checkpoints
 [b]Anywhere[/b]  / filter · esc clear filter · ctrl+p command palette · ? help · q quit
           R next run · ctrl+r refresh now
 
