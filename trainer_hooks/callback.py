@@ -88,6 +88,7 @@ class DoctorCallback(Callback):
         self.queue_size, self.heartbeat_s, self.max_errors = queue_size, heartbeat_s, max_errors
         self.guard = Guard("msdoctor DoctorCallback")
         self.emitter: Optional[Emitter] = None
+        self._pending_load: Optional[tuple] = None
         self.disabled = False
         self.status: Optional[str] = None  # run_end status once emitted
         self._stop_path = os.path.join(self.run_dir, STOP_FILE)
@@ -129,6 +130,23 @@ class DoctorCallback(Callback):
     def _emit(self, event: Dict[str, Any]) -> None:
         if self.emitter is not None:
             self.emitter.emit(event)
+
+    def note_load(self, step: int, path: str, seconds: float) -> None:
+        """A checkpoint the trainer loaded before this ``Model.train``: recorded after the
+        run_start as a ``checkpoint`` event with ``op: load`` and ``load_s``."""
+        self._pending_load = (int(step), str(path), float(seconds))
+
+    def record_action(self, action: str, reason: str, alert: Optional[str] = None,
+                      step: Optional[int] = None) -> None:
+        """Record an action the trainer applied (a rule's ``skip_batches``, ``lower_lr``,
+        ``rollback``...) as an ``action`` event; never raises."""
+        try:
+            if self.emitter is not None and not self.disabled:
+                self._emit(make("action", self.rank, t=time.time(), run=self.run,
+                                step=step if step is not None else (self._last_step or None),
+                                action=str(action), reason=str(reason)[:2000], alert=alert))
+        except Exception as exc:  # noqa: BLE001
+            self._failed("record_action", exc)
 
     # -- hooks ----------------------------------------------------------------------------
 
@@ -244,6 +262,11 @@ class DoctorCallback(Callback):
                      world_size=self.world_size, config=config, expect=self.expect or None,
                      process_t=started if started and started <= self._t_train_begin else None)
         self._emit(event)
+        if self._pending_load is not None:
+            step, path, seconds = self._pending_load
+            self._pending_load = None
+            self._emit(make("checkpoint", self.rank, t=time.time(), run=self.run, step=step,
+                            path=path, op="load", load_s=seconds))
 
     def _step_end(self, run_context: Any, now: float) -> None:
         cb = run_context.original_args()

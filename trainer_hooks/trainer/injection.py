@@ -25,6 +25,10 @@ training run, so the signals the hooks record are what the fault really does:
   or ``--hang-timeout`` seconds pass.
 - ``accum-mismatch``: gradient accumulation done per call of the train cell (one micro-batch
   each), so the logged step counts micro-batches, not optimizer updates.
+- ``bad-data@S:N``: the N consecutive batches of the data stream from the one step S reads are
+  garbage (the corrupt shard's rare tokens): the loss jumps and stays up for many steps. The
+  garbage belongs to the data, so a run that skips those batches (``skip_batches``, a
+  ``rollback``) never reads it again.
 
 Parsing is standard library only (the CLI front end uses it without MindSpore).
 """
@@ -41,14 +45,14 @@ import numpy as np
 from trainer_hooks.wire import STOP_FILE
 
 FORMS = ("nan@STEP", "spike@STEP", "periodic@K", "stall@STEP", "slow-data@MS", "lr-high",
-         "loss-scale-low", "leak[@MB]", "hang@STEP", "accum-mismatch")
+         "loss-scale-low", "leak[@MB]", "hang@STEP", "accum-mismatch", "bad-data@STEP:N")
 
 #: name -> (argument required?, argument allowed?, minimum value)
 _KINDS: Dict[str, tuple] = {
     "nan": (True, True, 1), "spike": (True, True, 1), "periodic": (True, True, 2),
     "stall": (True, True, 1), "slow-data": (True, True, 1), "hang": (True, True, 1),
     "leak": (False, True, 1), "lr-high": (False, False, 0), "loss-scale-low": (False, False, 0),
-    "accum-mismatch": (False, False, 0),
+    "accum-mismatch": (False, False, 0), "bad-data": (True, True, 1),
 }
 _FORM = re.compile(r"^(?P<name>[a-z-]+)(?:@(?P<arg>[^@,]*))?$")
 
@@ -77,6 +81,7 @@ class Injections:
     lr_high: bool = False
     loss_scale_low: bool = False
     accum_mismatch: bool = False
+    bad_data: Optional[tuple] = None        # (first data batch, batches)
     spec: str = ""
 
     def __bool__(self) -> bool:
@@ -92,6 +97,8 @@ class Injections:
         for name in ("lr_high", "loss_scale_low", "accum_mismatch"):
             if getattr(self, name):
                 found[name.replace("_", "-")] = True
+        if self.bad_data is not None:
+            found["bad-data"] = {"step": self.bad_data[0], "batches": self.bad_data[1]}
         return found
 
 
@@ -121,6 +128,11 @@ def parse(spec: str) -> Injections:
             value = LEAK_DEFAULT_MB if name == "leak" else True
         elif not allowed:
             raise _fail(item, f"{name} takes no @argument")
+        elif name == "bad-data":
+            first, _, count = arg.partition(":")
+            if not (first.isdigit() and count.isdigit() and int(first) >= 1 and int(count) >= 1):
+                raise _fail(item, f"expected STEP:N (integers >= 1) after '@', got {arg!r}")
+            value = (int(first), int(count))
         elif not arg.isdigit() or int(arg) < minimum:
             raise _fail(item, f"expected an integer >= {minimum} after '@', got {arg!r}")
         else:
@@ -144,10 +156,13 @@ class CorruptShard:
             pool = pool[np.argsort(counts[2:vocab_size], kind="stable")][:max(1, vocab_size // 10)]
         self.tokens = rng.choice(pool, size=(windows, window)).astype(np.int32)
         self.spike, self.period = injections.spike, injections.periodic
+        self.bad = injections.bad_data
 
     def __call__(self, step: int, within: int) -> Optional[np.ndarray]:
-        """The replacement window for sample ``within`` of step ``step``, or None (keep the real one)."""
-        hit = (step == self.spike) or (self.period is not None and step % self.period == 0)
+        """The replacement window for sample ``within`` of data batch ``step`` (the batch step
+        ``step`` reads when nothing is skipped), or None (keep the real one)."""
+        hit = (step == self.spike) or (self.period is not None and step % self.period == 0) or (
+            self.bad is not None and self.bad[0] <= step < self.bad[0] + self.bad[1])
         if not hit:
             return None
         return self.tokens[(step * 7 + within) % len(self.tokens)]

@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--seed", type=int, default=42, help="base seed; rank r uses seed + r (default 42)")
     add("--inject", default="", metavar="SPEC",
         help="comma-separated faults: nan@STEP, spike@STEP, periodic@K, stall@STEP, slow-data@MS, "
-             "lr-high, loss-scale-low, leak[@MB], hang@STEP, accum-mismatch")
+             "lr-high, loss-scale-low, leak[@MB], hang@STEP, accum-mismatch, bad-data@STEP:N")
     add("--inject-rank", type=int, metavar="N",
         help="inject the faults on rank N only (default: every rank), as when one device goes bad")
     add("--no-hooks", action="store_true", help="train without msdoctor's callback")

@@ -34,6 +34,8 @@ class Alert:
     #: For a rule whose text names it: the last checkpoint saved before the anomaly began
     #: (``step``, ``path``...), or None when none is known.
     checkpoint: Optional[Dict[str, Any]] = None
+    #: What a control action did (``msdoctor.core.alerts.actions``), recorded in the journal.
+    action_taken: Optional[Dict[str, Any]] = None
     #: The rule names a checkpoint (``{{ $checkpoint }}``): the record says which, or null.
     names_checkpoint: bool = False
 
@@ -51,6 +53,8 @@ class Alert:
             d["action"] = self.action
         if self.caused_by:
             d["caused_by"] = self.caused_by
+        if self.action_taken is not None:
+            d["action_taken"] = dict(self.action_taken)
         if self.checkpoint is not None or self.names_checkpoint:
             d["checkpoint"] = None if self.checkpoint is None else dict(self.checkpoint)
         return d
