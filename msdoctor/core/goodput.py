@@ -79,23 +79,22 @@ class Goodput:
                     steps: Optional[StepBatch]) -> None:
         """Fold a spool chunk keeping its order (``events``: every event, steps included): a
         resume's ``run_start`` falls between the two processes' steps."""
-        n = len(steps) if steps is not None else 0
-        if not others or not n or len(events) != len(others) + n:
+        if steps is None or not others or len(events) != len(others) + len(steps):
             self.apply(rank, others, steps)
             return
         if not self.accepts(rank):
             return
-        row = 0
+        rest, row = steps, 0
         for event in events:
             if event.get("type") == "step":
                 row += 1
                 continue
             if row:
-                self._steps(steps.slice(0, row))     # type: ignore[union-attr]
-                steps, row = steps.slice(row, len(steps)), 0    # type: ignore[union-attr]
+                self._steps(rest.slice(0, row))
+                rest, row = rest.slice(row, len(rest)), 0
             self._event(event)
-        if steps is not None and len(steps):
-            self._steps(steps)
+        if len(rest):
+            self._steps(rest)
 
     def _see(self, t: Any) -> None:
         if isinstance(t, (int, float)) and math.isfinite(t):

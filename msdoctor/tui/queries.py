@@ -12,10 +12,10 @@ from msdoctor.core import views
 from msdoctor.core.state import Store
 from msdoctor.core.views import (
     AlertHistoryView,
-    CheckpointsView,
-    GoodputView,
     AlertSource,
     AlertsView,
+    CheckpointsView,
+    GoodputView,
     OverviewView,
     RankSeriesView,
     RankView,

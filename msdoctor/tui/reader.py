@@ -12,10 +12,10 @@ from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from msdoctor.core.views import (
     AlertHistoryView,
-    CheckpointsView,
-    GoodputView,
     AlertsView,
     AlertView,
+    CheckpointsView,
+    GoodputView,
     OverviewView,
     RankSeriesView,
     RankView,

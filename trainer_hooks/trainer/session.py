@@ -103,7 +103,7 @@ class Session:
         return cell
 
     def run(self) -> int:
-        plan, args, inj = self.plan, self.args, self.args.injections
+        plan, args = self.plan, self.args
         cell = self.build_cell()
         calls_total = plan.steps * plan.cell_calls_per_step
         self.data_map = control.DataMap()
