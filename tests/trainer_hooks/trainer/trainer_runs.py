@@ -149,7 +149,7 @@ class Runs:
         "half": ("--steps", "200", "--save-every", "50", "--stop-after", "100"),
         "clean-long": ("--steps", str(LONG), "--save-every", "10000"),
         "long": ("--steps", str(LONG), "--save-every", "10000", "--inject", "lr-high,leak@1"),
-        "nan": ("--steps", "40", "--inject", "nan@30"),
+        "nan": ("--steps", "40", "--save-every", "10", "--inject", "nan@30"),
         "spike-slow": ("--steps", "230", "--inject", "spike@210,slow-data@150"),
         "stall": ("--steps", "170", "--inject", "stall@60"),
         "periodic": ("--steps", "360", "--inject", "periodic@50"),
