@@ -96,7 +96,7 @@ def test_make_leaves_out_fields_that_are_none():
 
 def test_every_event_type_built_with_make_round_trips():
     required = {"step": {"step": 1}, "checkpoint": {"step": 1}, "run_end": {"status": "completed"},
-                "stop": {"reason": "LossNonFinite"}}
+                "stop": {"reason": "LossNonFinite"}, "action": {"action": "rollback"}}
     for kind in EVENT_TYPES:
         event = make(kind, 0, t=1.5, **required.get(kind, {}))
         assert decode(encode(event)) == event
