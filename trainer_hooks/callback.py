@@ -89,6 +89,7 @@ class DoctorCallback(Callback):
         self.guard = Guard("msdoctor DoctorCallback")
         self.emitter: Optional[Emitter] = None
         self._pending_load: Optional[tuple] = None
+        self._pending: list = []           # action events waiting for the next run_start
         self.disabled = False
         self.status: Optional[str] = None  # run_end status once emitted
         self._stop_path = os.path.join(self.run_dir, STOP_FILE)
@@ -139,12 +140,18 @@ class DoctorCallback(Callback):
     def record_action(self, action: str, reason: str, alert: Optional[str] = None,
                       step: Optional[int] = None) -> None:
         """Record an action the trainer applied (a rule's ``skip_batches``, ``lower_lr``,
-        ``rollback``...) as an ``action`` event; never raises."""
+        ``rollback``...) as an ``action`` event (between two ``Model.train`` calls: after the
+        next run_start); never raises."""
         try:
-            if self.emitter is not None and not self.disabled:
-                self._emit(make("action", self.rank, t=time.time(), run=self.run,
-                                step=step if step is not None else (self._last_step or None),
-                                action=str(action), reason=str(reason)[:2000], alert=alert))
+            if self.disabled:
+                return
+            event = make("action", self.rank, t=time.time(), run=self.run,
+                         step=step if step is not None else (self._last_step or None),
+                         action=str(action), reason=str(reason)[:2000], alert=alert)
+            if self.emitter is None or self.emitter.closed or self._run_start_pending:
+                self._pending.append(event)
+            else:
+                self._emit(event)
         except Exception as exc:  # noqa: BLE001
             self._failed("record_action", exc)
 
@@ -267,6 +274,10 @@ class DoctorCallback(Callback):
             self._pending_load = None
             self._emit(make("checkpoint", self.rank, t=time.time(), run=self.run, step=step,
                             path=path, op="load", load_s=seconds))
+        for pending in self._pending[:64]:
+            pending["rank"] = self.rank
+            self._emit(pending)
+        self._pending = []
 
     def _step_end(self, run_context: Any, now: float) -> None:
         cb = run_context.original_args()
