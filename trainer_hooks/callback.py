@@ -239,6 +239,8 @@ class DoctorCallback(Callback):
                                               self.update_params, self.update_max_elements)
         self._ckpt_callbacks = [c for c in cb.get("list_callback") or []
                                 if hasattr(c, "latest_ckpt_file_name")]
+        for c in self._ckpt_callbacks:        # a save of an earlier Model.train is not new
+            self._ckpt_seen[id(c)] = getattr(c, "latest_ckpt_file_name", "") or ""
         try:
             info = os.stat(self._stop_path)
             self._stale_stop = (info.st_mtime_ns, info.st_ino)

@@ -127,7 +127,8 @@ class Goodput:
             step = event.get("step")
             if event.get("op", "save") == "save" and isinstance(step, int):
                 if self.last_step is not None and step <= self.last_step:
-                    self._mark(step, self.productive)
+                    if step == self.last_step or step not in self._marks:   # not a late repeat
+                        self._mark(step, self.productive)
                 else:
                     self._wanted.add(step)
         self._see(t)

@@ -32,6 +32,7 @@ def script():
     events.append(make("run_start", 0, run="r", t=down + 8.0, process_t=down))
     t = down + 8.0
     events.append(make("checkpoint", 0, run="r", step=30, op="load", load_s=1.0, t=t))
+    events.append(make("checkpoint", 0, run="r", step=30, path="c30", t=t))   # a late repeat
     t += 1.0
     for step in range(31, 61):
         took = COMPUTE + (5.0 if step == 31 else 0.0)
