@@ -18,12 +18,15 @@ def control(tmp_path):
     return ctl, done
 
 
-def write(tmp_path, name, doc, stamp=[0]):
+STAMP = [0]
+
+
+def write(tmp_path, name, doc):
     path = tmp_path / name
     path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
-    stamp[0] += 1                      # a new mtime each write, however fast the test runs
-    os.utime(path, ns=(stamp[0] * 10**9, stamp[0] * 10**9))
-    os.utime(path.parent, ns=(stamp[0] * 10**9, stamp[0] * 10**9))
+    STAMP[0] += 1                      # a new mtime each write, however fast the test runs
+    os.utime(path, ns=(STAMP[0] * 10**9, STAMP[0] * 10**9))
+    os.utime(path.parent, ns=(STAMP[0] * 10**9, STAMP[0] * 10**9))
 
 
 def test_skipped_steps_map_to_later_batches_and_merge():
