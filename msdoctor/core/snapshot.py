@@ -80,7 +80,8 @@ def store_to_dict(store: Store) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
                 arrays[f"{key}_steps"], arrays[f"{key}_values"] = buffer.arrays()
                 series[name] = key
             ranks.append({"rank": rank.rank, "status": rank.status, "last_step": rank.last_step,
-                          "t": rank.t, "received": rank.received, "latest": rank.latest,
+                          "t": rank.t, "received": rank.received, "step_t": rank.step_t,
+                          "median_step_s": rank.median_step_s, "latest": rank.latest,
                           "counters": rank.counters, "run_end": rank.run_end,
                           "checkpoint": rank.checkpoint, "checkpoints": rank.checkpoints,
                           "stop": rank.stop, "series": series})
@@ -109,6 +110,8 @@ def store_from_dict(doc: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
             rank.status = str(item["status"])
             rank.last_step = item.get("last_step")
             rank.t, rank.received = item.get("t"), item.get("received")
+            rank.step_t = item.get("step_t", rank.t)         # older snapshots: the newest event
+            rank.note_median(item.get("median_step_s"))
             rank.latest = {str(k): float(v) for k, v in item.get("latest", {}).items()}
             rank.counters.update({k: int(v) for k, v in item.get("counters", {}).items()
                                   if k in COUNTERS})

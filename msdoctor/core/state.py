@@ -22,6 +22,7 @@ from msdoctor.core import checkpoints
 from msdoctor.core.batch import StepBatch
 from msdoctor.core.goodput import Goodput
 from msdoctor.core.limits import RunLimit
+from msdoctor.core.liveness import STALE_MIN_S, gone_after, is_gone, median_of, stale_after
 from msdoctor.core.runstart import fold_run_start
 from msdoctor.core.spool import Chunk
 
@@ -160,6 +161,9 @@ class RankState:
     status: str = "running"
     last_step: Optional[int] = None
     t: Optional[float] = None            # wall time of the newest event (the trainer's clock)
+    step_t: Optional[float] = None       # wall time of the newest step event (the trainer's clock)
+    median_step_s: Optional[float] = None   # median of the last step times (core.liveness)
+    stale_limit: float = STALE_MIN_S        # seconds without a step before it is stale
     received: Optional[float] = None     # when the sidecar last read an event of this rank
     latest: Dict[str, float] = field(default_factory=dict)
     counters: Dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
@@ -208,6 +212,9 @@ class RankState:
                 buffer = self.series[name] = Series(self.capacity)
             buffer._append(s, v)           # increasing and beyond every buffered step
         self.last_step = int(steps[-1])
+        step_time = self.series.get("step_time_s")
+        if step_time is not None and "step_time_s" in batch.columns:
+            self.note_median(median_of(step_time.values))
         names = self.series if keep is not None else batch.columns
         for name in names:
             point = self.series[name].last() if name in self.series else None
@@ -234,11 +241,28 @@ class RankState:
         elif kind == "stop":
             self.stop = {k: event[k] for k in ("reason", "step", "t") if k in event}
 
+    def note_median(self, median: Optional[float]) -> None:
+        """Keep the median step time and the staleness limit it gives."""
+        self.median_step_s, self.stale_limit = median, stale_after(median)
+
     def age(self, now: Optional[float] = None) -> Optional[float]:
-        """Seconds since the newest event's wall time, or None."""
-        if self.t is None:
+        """Seconds since the newest step event's wall time (heartbeats do not count), or None."""
+        if self.step_t is None:
             return None
-        return (time.time() if now is None else now) - self.t
+        return (time.time() if now is None else now) - self.step_t
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+    def stale(self, now: float) -> bool:
+        """Running, and no step for longer than :func:`msdoctor.core.liveness.stale_after`."""
+        return self.status == "running" and self.step_t is not None \
+            and now - self.step_t > self.stale_limit
+
+    def gone(self, now: float, expect: Optional[Dict[str, Any]] = None) -> bool:
+        """Not ended, and nothing read from it for :func:`msdoctor.core.liveness.gone_after`."""
+        return is_gone(self.running, self.received, now, gone_after(expect))
 
 
 @dataclass
@@ -302,6 +326,9 @@ class Store:
             if t is not None:
                 state.t = t
                 break
+        if chunk.steps is not None and len(chunk.steps):
+            t_steps = chunk.steps.t[~np.isnan(chunk.steps.t)]
+            state.step_t = float(t_steps.max()) if t_steps.shape[0] else state.received
         return state
 
     def ranks(self) -> List[Tuple[str, int, RankState]]:

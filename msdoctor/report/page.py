@@ -4,15 +4,15 @@ from __future__ import annotations
 import math
 import time
 from html import escape
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from msdoctor.core.format import duration
-from msdoctor.core.goodput import CAUSES
 from msdoctor.core.runstats import describe
 from msdoctor.report.curves import CurveCollector, decimate, smooth
-from msdoctor.report.svg import colour, line_chart, severity_colour
+from msdoctor.report.recovery import checkpoint_table, goodput_table
+from msdoctor.report.runbook import Runbook
+from msdoctor.report.svg import SMOOTHED, colour, line_chart, severity_colour
 
 #: Ranks drawn per chart (the others are in the alert list and the summary).
 MAX_RANKS = 8
@@ -26,7 +26,8 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}
 svg{display:block;margin:10px 0;background:#fff}
 svg .title{font-weight:600;font-size:13px}svg .plot{fill:#fcfcfd;stroke:#d0d4d9}
 svg .grid{stroke:#eceef1}svg .ylab{font-size:11px;fill:#666;text-anchor:end}
-svg .xlab{font-size:11px;fill:#666;text-anchor:middle}svg .legend{font-size:11px;fill:#444}
+svg .xlab{font-size:11px;fill:#666;text-anchor:middle}svg .xname{font-size:11px;fill:#666;text-anchor:end}
+svg .legend{font-size:11px;fill:#444}
 svg .empty{font-size:13px;fill:#999;text-anchor:middle}svg .band{stroke:#d62728;stroke-width:1}
 svg .nonfinite{font-size:13px;text-anchor:middle;font-weight:700}
 svg .marker line{stroke-width:1.2;stroke-dasharray:4 3;opacity:.85}
@@ -35,16 +36,21 @@ th,td{text-align:left;vertical-align:top;padding:6px 8px;border-bottom:1px solid
 th{background:#f6f8fa}.sev{display:inline-block;padding:1px 7px;border-radius:10px;color:#fff;font-size:12px}
 .fix{color:#1a5e20}.cause{color:#555}.none{color:#2c7a2c;font-weight:600}
 .problems{color:#8a4b00;font-size:13px}
+svg .alert-label text{font-size:11px;font-weight:600}svg .clipped-value{font-size:11px;font-weight:700}
+.runbook{border-left:3px solid #e1e4e8;padding:0 12px;margin:10px 0}.runbook h3{font-size:15px;margin:8px 0}
+.runbook p,.runbook li{font-size:13px}code{background:#f6f8fa;padding:0 3px;border-radius:3px}
+@media print{body{margin:0;max-width:none}svg{break-inside:avoid}.runbook,tr{break-inside:avoid}}
 """
 
 
-def render_page(result: Dict[str, Any], series: CurveCollector, title: str) -> str:
-    """The whole HTML document (UTF-8 text, self-contained)."""
+def render_page(result: Dict[str, Any], series: CurveCollector, title: str,
+                x_time: bool = False, runbook: Optional[Runbook] = None) -> str:
+    """The whole HTML document (UTF-8 text, self-contained); ``x_time``: the charts' x axis
+    is the wall clock instead of the step."""
     s = result["summary"]
     alerts: List[Dict[str, Any]] = result["alerts"]
-    markers = [(a["step"], f"{a['alert']} ({a['severity']}) rank {a['rank']} step {a['step']}: "
-                f"{a.get('summary', '')}", severity_colour(a.get("severity")))
-               for a in alerts if a.get("step") is not None][:MAX_MARKERS]
+    runbook = runbook if runbook is not None else Runbook.shipped()
+    charts = Charts(series, _markers(alerts, series, x_time), x_time)
     parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
              f"<title>{escape(title)} · msdoctor report</title><style>{CSS}</style></head><body>",
              f"<h1>{escape(title)}</h1>",
@@ -53,26 +59,83 @@ def render_page(result: Dict[str, Any], series: CurveCollector, title: str) -> s
     parts.append(_problems(s))
     parts.append(_rank_table(result.get("ranks") or [], s.get("skipped") or []))
     parts.append("<h2>Training curves</h2>")
-    parts.append(_chart_loss(series, markers))
-    overflow = series.overflows()
-    for name, label, log_y in (("grad_norm", "Gradient global norm", True),
-                               ("loss_scale", "Loss scale" + (f" (red ticks: {overflow.size} overflow "
-                                                              "steps)" if overflow.size else ""), True)):
-        parts.append(_chart(series, name, label, markers, log_y,
-                            bands=overflow.tolist()[:2000] if name == "loss_scale" else ()))
-    if series.series("tokens_per_s"):
-        parts.append(_chart(series, "tokens_per_s", "Throughput (tokens/s per device)", markers))
-    else:
-        parts.append(_chart(series, "step_time_s", "Step time (s)", markers))
-    if series.series("lr"):
-        parts.append(_chart(series, "lr", "Learning rate", markers))
-    parts.append(_alert_table(alerts))
-    parts.append(_goodput_table(s.get("goodput") or {}))
-    parts.append(_checkpoint_table(s.get("checkpoints") or []))
+    parts.extend(charts.all())
+    parts.append(_alert_table(alerts, runbook))
+    parts.append(_runbook_entries(alerts, runbook))
+    parts.append(goodput_table(s.get("goodput") or {}))
+    parts.append(checkpoint_table(s.get("checkpoints") or []))
     parts.append(f"<p class=\"facts\">Generated by msdoctor on "
-                 f"{time.strftime('%Y-%m-%d %H:%M:%S')}; markers are alerts (hover for details).</p>")
+                 f"{time.strftime('%Y-%m-%d %H:%M:%S')}; each marker is labelled with its alert "
+                 "and rank; ▲ marks a point beyond the axis, with its value.</p>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _markers(alerts: List[Dict[str, Any]], series: CurveCollector, x_time: bool) -> list:
+    """One marker per (alert, x), labelled with the alert and its ranks."""
+    grouped: Dict[tuple, List[Dict[str, Any]]] = {}
+    for a in alerts:
+        if a.get("step") is None:
+            continue
+        x: Optional[float] = float(a["step"])
+        if x_time:
+            x = series.time_of((a.get("run"), a.get("rank")), float(a["step"]))
+            if x is None and isinstance(a.get("t"), (int, float)):
+                x = float(a["t"])
+        if x is not None:
+            grouped.setdefault((a["alert"], x), []).append(a)
+    out = []
+    for (name, x), group in list(grouped.items())[:MAX_MARKERS]:
+        ranks = sorted({str(a.get("rank")) for a in group})
+        first = group[0]
+        label = f"{name} r{','.join(ranks[:4])}" + ("…" if len(ranks) > 4 else "")
+        tip = (f"{name} ({first['severity']}) rank {','.join(ranks)} step {first['step']}: "
+               f"{first.get('summary', '')}")
+        out.append((x, tip, severity_colour(first.get("severity")), label))
+    return out
+
+
+class Charts:
+    """The charts of the page, in order, over one x axis (steps, or the wall clock)."""
+
+    def __init__(self, series: CurveCollector, markers: list, x_time: bool) -> None:
+        self.series, self.markers, self.x_time = series, markers, x_time
+        self.x_label = "wall clock (local time)" if x_time else "step"
+
+    def chart(self, names: Sequence[Tuple[str, str]], title: str, log_y: bool = False,
+              kind: str = "number", smooth_too: bool = False, bands: Sequence[float] = ()) -> str:
+        lines: list = []
+        for name, suffix in names:
+            lines += _rank_lines(self.series.series(name, self.x_time), smooth_too, suffix,
+                                 offset=len(lines) // (2 if smooth_too else 1))
+        if log_y and lines and not any((y[np.isfinite(y)] > 0).any() for _, _, y, _, _ in lines):
+            log_y = False
+        return line_chart(title, lines, self.markers, log_y=log_y, kind=kind, bands=bands,
+                          x_label=self.x_label, x_time=self.x_time)
+
+    def all(self) -> List[str]:
+        overflow = self.series.overflows(self.x_time)
+        scale_title = "Loss scale" + (f" (red ticks: {overflow.size} overflow steps)"
+                                      if overflow.size else "")
+        out = [self.chart([("loss", "")], "Loss (raw, and a moving average)", smooth_too=True),
+               self.chart([("grad_norm", "")], "Gradient global norm", log_y=True),
+               self.chart([("loss_scale", "")], scale_title, log_y=True, kind="scale",
+                          bands=overflow.tolist()[:2000])]
+        if self.series.series("tokens_per_s"):
+            out.append(self.chart([("tokens_per_s", "")], "Throughput (tokens/s per device)"))
+        out.append(self.chart([("step_time_s", "")], "Step time", kind="seconds"))
+        if self.series.series("data_wait_s") or not self.series.series("data_wait_share"):
+            out.append(self.chart([("data_wait_s", "")], "Data wait (time a step waited for "
+                                  "its batch)", kind="seconds"))
+        else:
+            out.append(self.chart([("data_wait_share", "")], "Data wait (share of the step)",
+                                  kind="percent"))
+        out.append(self.chart([("mem_device_bytes", "device"), ("mem_device_peak_bytes",
+                                                                "device peak"),
+                               ("mem_host_rss_bytes", "host RSS")], "Memory", kind="bytes"))
+        if self.series.series("lr"):
+            out.append(self.chart([("lr", "")], "Learning rate"))
+        return out
 
 
 def _facts(s: Dict[str, Any]) -> str:
@@ -98,33 +161,34 @@ def _problems(s: Dict[str, Any]) -> str:
     return "<p class=\"problems\">" + "<br>".join(escape(i) for i in items) + "</p>"
 
 
-def _rank_lines(data: Dict, smooth_too: bool = False) -> list:
+def _rank_lines(data: Dict, smooth_too: bool = False, suffix: str = "", offset: int = 0) -> list:
     lines = []
     for i, ((run, rank), (x, y)) in enumerate(list(data.items())[:MAX_RANKS]):
-        label = f"rank {rank}" if len({k[0] for k in data}) == 1 else f"{run}/{rank}"
-        c = colour(i)
+        label = (f"rank {rank}" if len({k[0] for k in data}) == 1 else f"{run}/{rank}") \
+            + (f" {suffix}" if suffix else "")
+        c = colour(i + offset)
         if smooth_too:
             dx, dy = decimate(x, y)
-            lines.append(("", dx, dy, c + "55", 1.0))
+            lines.append(("", dx, dy, c + "88", 1.0))
             sx, sy = decimate(x, smooth(y))
-            lines.append((label + " (smoothed)", sx, sy, c, 2.0))
+            lines.append((f"{label} {SMOOTHED}", sx, sy, c, 2.0))
         else:
             dx, dy = decimate(x, y)
             lines.append((label, dx, dy, c, 1.5))
     return lines
 
 
-def _chart_loss(series: CurveCollector, markers: list) -> str:
-    data = series.series("loss")
-    return line_chart("Loss (raw, and a moving average)", _rank_lines(data, smooth_too=True), markers)
-
-
-def _chart(series: CurveCollector, name: str, label: str, markers: list, log_y: bool = False,
-           bands=()) -> str:
-    data = series.series(name)
-    if log_y and data and not any((y[np.isfinite(y)] > 0).any() for _, y in data.values()):
-        log_y = False
-    return line_chart(label, _rank_lines(data), markers, log_y=log_y, bands=bands)
+def _runbook_entries(alerts: List[Dict[str, Any]], runbook: Runbook) -> str:
+    """The runbook section of each alert that fired, once per alert."""
+    shown, parts = set(), []
+    for a in alerts:
+        name = a.get("alert", "")
+        entry = runbook.entry(a.get("runbook_url") or "")
+        if entry and name not in shown:
+            shown.add(name)
+            parts.append(f"<section class=\"runbook\" id=\"runbook-{escape(name)}\">"
+                         f"<h3>{escape(name)}</h3>{entry}</section>")
+    return ("<h2>Runbook of the alerts that fired</h2>" + "".join(parts)) if parts else ""
 
 
 def _value(v: Any) -> str:
@@ -156,45 +220,7 @@ def _rank_table(ranks: List[Dict[str, Any]], skipped: List[Any]) -> str:
             + (f"<p class=\"problems\">Skipped:{skip}</p>" if skip else ""))
 
 
-def _goodput_table(goodput: Dict[str, Any]) -> str:
-    """Per run: goodput and the wall time lost by cause."""
-    if not goodput:
-        return ""
-    causes = CAUSES
-    head = "".join(f"<th>{escape(c.replace('_', ' '))}</th>" for c in causes)
-    rows = []
-    for run, g in goodput.items():
-        ratio = "-" if g.get("ratio") is None else f"{100.0 * g['ratio']:.1f} %"
-        cells = "".join(f"<td>{duration(g['badput_s'].get(c, 0.0))}</td>" for c in causes)
-        rows.append(f"<tr><td>{escape(run)}</td><td><b>{ratio}</b></td>"
-                    f"<td>{duration(g['wall_s'])}</td><td>{duration(g['productive_s'])}</td>{cells}</tr>")
-    return ("<h2>Goodput</h2><p class=\"facts\">Productive training time over wall time; the "
-            "badput columns are the wall time lost per cause (docs/checkpoints.md).</p>"
-            "<table><tr><th>Run</th><th>Goodput</th><th>Wall</th><th>Productive</th>"
-            + head + "</tr>" + "".join(rows) + "</table>")
-
-
-def _checkpoint_table(items: List[Dict[str, Any]]) -> str:
-    """Every checkpoint saved, the poisoned ones and the last good one marked."""
-    if not items:
-        return ""
-    rows = []
-    for c in items:
-        if c.get("poisoned_by"):
-            state = f"<span style=\"color:#b00020\"><b>poisoned</b> ({escape(c['poisoned_by'])})</span>"
-        elif c.get("last_good"):
-            state = "<span class=\"none\">last good</span>"
-        else:
-            state = "ok"
-        size = f"{c['size_bytes'] / 1e6:.1f} MB" if c.get("size_bytes") else "-"
-        save = duration(c["save_s"]) if c.get("save_s") is not None else "-"
-        rows.append(f"<tr><td>{c['rank']}</td><td>{c['step']}</td><td>{state}</td><td>{size}</td>"
-                    f"<td>{save}</td><td>{escape(str(c.get('path') or '-'))}</td></tr>")
-    return ("<h2>Checkpoints</h2><table><tr><th>Rank</th><th>Step</th><th>State</th><th>Size</th>"
-            "<th>Save</th><th>Path</th></tr>" + "".join(rows) + "</table>")
-
-
-def _alert_table(alerts: List[Dict[str, Any]]) -> str:
+def _alert_table(alerts: List[Dict[str, Any]], runbook: Runbook) -> str:
     if not alerts:
         return "<h2>Alerts</h2><p class=\"none\">No alert fired.</p>"
     rows = []
@@ -210,7 +236,9 @@ def _alert_table(alerts: List[Dict[str, Any]]) -> str:
             + f"{escape(a.get('summary', ''))}"
             + (f"<div class=\"cause\">Cause: {escape(a['cause'])}</div>" if a.get("cause") else "")
             + (f"<div class=\"fix\">Fix: {escape(a['fix'])}</div>" if a.get("fix") else "")
-            + (f"<div class=\"cause\">Runbook: {escape(link)}</div>" if link else "")
+            + (f"<div class=\"cause\">Runbook: <a href=\"#runbook-{escape(a['alert'])}\">"
+               f"{escape(a['alert'])}, below</a></div>" if runbook.entry(link)
+               else f"<div class=\"cause\">Runbook: {escape(link)}</div>" if link else "")
             + "</td></tr>")
     return ("<h2>Alerts</h2><table><tr><th>Step</th><th>Rank</th><th>Severity</th><th>Alert</th>"
             "<th>Value</th><th>What, why, and the fix</th></tr>" + "".join(rows) + "</table>")

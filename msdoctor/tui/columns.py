@@ -58,6 +58,8 @@ COLUMNS: Tuple[Column, ...] = (
            "dim = no events lately, blue = completed"),
     Column("step", "STEP", 7, lambda r: fmt.MISSING if r.last_step is None else str(r.last_step),
            lambda r: _sortable(r.last_step), help="last step"),
+    Column("age", "AGE", 6, lambda r: fmt.duration(r.age_s), lambda r: _sortable(r.age_s),
+           help="time since the last step (grey row: stale, no step for 10 median steps)"),
     Column("loss", "LOSS", 8, lambda r: fmt.number(r.get("loss"), 4), _signal("loss"),
            help="training loss"),
     Column("grad_norm", "GNORM", 7, lambda r: fmt.number(r.get("grad_norm"), 3),

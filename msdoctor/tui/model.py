@@ -56,7 +56,7 @@ class RankRow:
     rank: int
     status: str = "running"
     last_step: Optional[int] = None
-    age_s: Optional[float] = None
+    age_s: Optional[float] = None   # seconds since the rank's last step event
     values: Mapping[str, float] = field(default_factory=dict)
     firing: int = 0
     pending: int = 0
@@ -65,6 +65,7 @@ class RankRow:
     health: str = "ok"
     score: float = 0.0              # larger = worse; orders the "worst" sort
     alerts: Tuple[str, ...] = ()    # names of the active alerts on this rank
+    stale: bool = False             # running, no step for max(10 s, 10 median step times)
 
     def get(self, name: str) -> Optional[float]:
         return self.values.get(name)
@@ -90,6 +91,8 @@ class RunSummary:
     precision: str = ""
     worst_rank: Optional[int] = None
     goodput: Optional[float] = None          # productive time over wall time
+    #: None while a rank runs; else ``outcome`` (ok / failed) and ``t`` (core.liveness)
+    ended: Optional[Mapping[str, object]] = None
 
 
 @dataclass(frozen=True)
@@ -155,7 +158,7 @@ def judge(rows: Sequence[RankRow], stale_after_s: float = 120.0) -> List[RankRow
             health = "warn"
         elif r.status == "completed":
             health = "done"
-        elif r.age_s is not None and r.age_s > stale_after_s:
+        elif r.stale or r.status == "gone" or r.age_s is not None and r.age_s > stale_after_s:
             health = "stale"
         else:
             health = "ok"

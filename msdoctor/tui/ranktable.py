@@ -22,6 +22,7 @@ from msdoctor.tui.columns import BY_KEY, COLUMNS, SORT_KEYS, Column
 from msdoctor.tui.model import RankRow, worst
 from msdoctor.tui.rankfilter import RankFilter, parse
 
+STALE_STYLE = Style(color="grey50")        # a stale rank's values are no longer current
 HEALTH_STYLE = {"bad": "bold red", "warn": "bold yellow", "stale": "magenta", "ok": "green",
                 "done": "blue"}
 
@@ -159,6 +160,8 @@ class RankTable(ScrollView, can_focus=True):
                 value = row.get(c.key)
                 if nonfinite(value):
                     style = base + Style.parse("bold red")
+                elif row.stale:
+                    style = base + STALE_STYLE
             segments.append(Segment(text, style))
         return Strip(segments, self._width)
 

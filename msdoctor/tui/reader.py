@@ -191,6 +191,7 @@ class Reader:
                    for name, values in view.latest.items()]
         spark = view.spark.values if view.spark is not None else ()
         rows = []
+        stale = view.stale
         for i, (rank, status, step, age) in enumerate(zip(
                 view.ranks, view.status, view.last_step, view.age_s)):
             values = {}
@@ -207,7 +208,7 @@ class Reader:
                 pending=sum(1 for a in theirs if a.state == "pending"),
                 critical=sum(1 for a in theirs if a.state == "firing"
                              and a.severity == "critical"),
-                spark=tuple(points),
+                spark=tuple(points), stale=bool(stale[i]) if i < len(stale) else False,
                 alerts=tuple(sorted({a.alert for a in theirs})) if theirs else ()))
         return rows
 
@@ -221,7 +222,7 @@ class Reader:
         times = [r.values["step_time_s"] for r in rows
                  if math.isfinite(r.values.get("step_time_s", math.nan))]
         step_time = _median(times)
-        tps = [r.values["tokens_per_s"] for r in rows if r.status == "running"
+        tps = [r.values["tokens_per_s"] for r in rows if r.status == "running" and not r.stale
                and math.isfinite(r.values.get("tokens_per_s", math.nan))]
         elapsed, estimated = None, False
         if step_time is not None and step is not None:
@@ -239,7 +240,7 @@ class Reader:
             pending=sum(1 for a in active if a.state == "pending"),
             statuses=dict(view.status), precision=str(config.get("precision") or ""),
             worst_rank=bad.rank if bad is not None and bad.health in ("bad", "warn", "stale")
-            else None)
+            else None, ended=view.ended)
 
     def _charts(self, run: str, ranks: Sequence[int], points: int,
                 history: Sequence[AlertItem]) -> ChartData:

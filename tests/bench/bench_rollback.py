@@ -47,7 +47,9 @@ def train(run_dir: Path, cache: Path, rules: Optional[Path], argv: List[str],
     env = dict(os.environ, PYTHONPATH=str(ROOT), GLOG_v="3")
     run_dir.mkdir(parents=True)
     serve = [sys.executable, "-m", "msdoctor", "serve", "--run-dir", str(run_dir),
-             "--listen", f"127.0.0.1:{free_port()}"] + (["--rules", str(rules)] if rules else [])
+             "--listen", f"127.0.0.1:{free_port()}"]
+    if rules:
+        serve += ["--no-default-rules", "--rules", str(rules)]
     log = open(run_dir.parent / f"{run_dir.name}.serve.log", "w")
     sidecar = subprocess.Popen(serve, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:

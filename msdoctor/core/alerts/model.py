@@ -38,6 +38,8 @@ class Alert:
     action_taken: Optional[Dict[str, Any]] = None
     #: The rule names a checkpoint (``{{ $checkpoint }}``): the record says which, or null.
     names_checkpoint: bool = False
+    #: Why an alert ended other than by its condition (``run ended``), else None.
+    reason: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         """The JSON object of this transition (one line of ``alerts.jsonl``)."""
@@ -57,12 +59,16 @@ class Alert:
             d["action_taken"] = dict(self.action_taken)
         if self.checkpoint is not None or self.names_checkpoint:
             d["checkpoint"] = None if self.checkpoint is None else dict(self.checkpoint)
+        if self.reason:
+            d["reason"] = self.reason
         return d
 
     def describe(self) -> str:
         """One line for a log: what, where, and the fix."""
         where = f"run {self.run} rank {self.rank} step {self.step}"
         text = f"[{self.severity}] {self.alert} {self.state} ({where}): {self.summary}"
+        if self.reason:
+            return text + f" ({self.reason})"
         if self.caused_by:
             return text + f" (a consequence of {self.caused_by})"
         if self.state == "firing" and self.fix:

@@ -24,6 +24,7 @@ from msdoctor.core.engine.lifecycle import FIRING, INACTIVE, AlertState, advance
 from msdoctor.core.engine.model import Rule, RuleSet
 from msdoctor.core.engine.nodes import Frame, Signal, truthy
 from msdoctor.core.engine.program import CompiledRule, Program
+from msdoctor.core.engine.runend import end_run, note_gone, run_over
 from msdoctor.core.spool import Chunk
 from msdoctor.core.state import Store
 
@@ -86,6 +87,7 @@ class Engine:
                 steps: Optional[StepBatch] = None) -> List[Alert]:
         """Fold non-step ``events`` and evaluate the step batch; return the transitions."""
         ctx = self.rank_context(run, rank)
+        ctx.heard_t = self.clock()
         ends = []
         for event in events:
             kind = event.get("type")
@@ -97,29 +99,38 @@ class Engine:
                 ctx.running = True
             elif kind == "checkpoint":
                 checkpoints.note(ctx.checkpoints, event)
+            self._back(ctx)
             ctx.note_time(event.get("t"))
         out: List[Alert] = []
         if steps is not None and len(steps):
+            self._back(ctx)
             out = self._evaluate_batch(ctx, steps)
         for event in ends:
-            ctx.running = False
+            ctx.running = ctx.gone = False
             ctx.note_time(event.get("t"))
+        if ends and run_over(ctx.run):
+            t = ctx.last_event_t
+            out.extend(end_run(self, ctx.run, self.clock() if t is None else t))
         return out
+
+    @staticmethod
+    def _back(ctx: RankContext) -> None:
+        """A rank gone for good that writes again runs again."""
+        if ctx.gone:
+            ctx.gone, ctx.running = False, True
 
     def on_tick(self, now: float, store: Optional[Store] = None) -> List[Alert]:
         """Clock-driven evaluation of the time-based rules of every rank."""
         out: List[Alert] = []
-        if not self._tick_rules:
-            return out
         for rc in self.runs.values():
-            for ctx in rc.ranks.values():
+            for ctx in list(rc.ranks.values()):
                 out.extend(self._tick_rank(ctx, float(now)))
         return out
 
     def tick_rank(self, run: str, rank: int, now: float) -> List[Alert]:
         """Clock-driven evaluation of one rank only (replay: a gap inside that rank's record)."""
         ctx = self.runs[run].ranks.get(rank) if run in self.runs else None
-        if ctx is None or not self._tick_rules:
+        if ctx is None:
             return []
         return self._tick_rank(ctx, float(now))
 
@@ -208,6 +219,12 @@ class Engine:
         return out
 
     def _tick_rank(self, ctx: RankContext, now: float) -> List[Alert]:
+        out = self._tick_rules_of(ctx, now) if self._tick_rules else []
+        if note_gone(ctx, now) and run_over(ctx.run):   # after its rules: it was judged alive
+            out.extend(end_run(self, ctx.run, now))
+        return out
+
+    def _tick_rules_of(self, ctx: RankContext, now: float) -> List[Alert]:
         step = ctx.last_step if ctx.last_step is not None else 0
         frame = Frame(np.array([step], dtype=np.int64), np.array([float(step)]),
                       np.array([now]), None, ctx, now=now)
@@ -296,7 +313,8 @@ class Engine:
         return self.causes.cause_of(alert, ctx.firing)
 
     def _emit(self, cr: CompiledRule, ctx: RankContext, state: str, step: Optional[int],
-              first_step: float, value: float, t: float, values: Dict[str, float]) -> Alert:
+              first_step: float, value: float, t: float, values: Dict[str, float],
+              reason: Optional[str] = None) -> Alert:
         rule = cr.rule
         run = ctx.run.run
         caused_by = self._caused_by(ctx, rule.alert, state)
@@ -315,7 +333,7 @@ class Engine:
                       summary=annotations.get("summary", ""), cause=annotations.get("cause", ""),
                       fix=annotations.get("fix", ""), runbook_url=annotations.get("runbook_url", ""),
                       labels=labels, annotations=annotations, values=values, action=rule.action,
-                      caused_by=caused_by, checkpoint=good,
+                      caused_by=caused_by, reason=reason, checkpoint=good,
                       names_checkpoint=cr.names_checkpoint)
         self.transitions += 1
         if self.already_notified(alert):
@@ -354,6 +372,7 @@ class Engine:
                     "last_step_t": ctx.last_step_t, "first_event_t": ctx.first_event_t,
                     "last_event_t": ctx.last_event_t, "running": ctx.running,
                     "checkpoints": pack(ctx.checkpoints),
+                    "gone": ctx.gone, "heard_t": ctx.heard_t,
                 }
             runs[name] = {"config": pack(rc.config), "expect": pack(rc.expect),
                           "world_size": rc.world_size, "start_rank": rc.start_rank,
@@ -392,7 +411,7 @@ class Engine:
                 saved_checkpoints = rs.get("checkpoints")
                 ctx.checkpoints = unpack(saved_checkpoints) if isinstance(saved_checkpoints, list) else []
                 for attr in ("last_step", "last_t", "last_step_t", "first_event_t",
-                             "last_event_t", "running"):
+                             "last_event_t", "running", "gone", "heard_t"):
                     if attr in rs:
                         setattr(ctx, attr, rs[attr])
         self.transitions = int(state.get("transitions", 0))

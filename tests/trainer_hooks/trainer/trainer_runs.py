@@ -209,9 +209,15 @@ class Runs:
                     rules = rules_with_action(self.base / f"{name}-rules", *self.RULE_ACTIONS[name])
                 watched(run_dir, self.cache, *self.SPECS[name], rules=rules)
             else:
-                train(run_dir, self.cache, *self.SPECS[name], timeout=600)
+                done = train(run_dir, self.cache, *self.SPECS[name], timeout=600)
+                console(run_dir).write_text(done.stdout)
             self.done[name] = run_dir
         return self.done[name]
+
+
+def console(run_dir: Path) -> Path:
+    """Where a run's console output (the trainer's stdout) is kept, beside its run directory."""
+    return run_dir.parent / f"{run_dir.name}.stdout"
 
 
 def rules_with_action(target: Path, alert: str, action: str) -> Path:
@@ -234,7 +240,7 @@ def watched(run_dir: Path, cache: Path, *argv: str, rules: Optional[Path] = None
     run_dir.mkdir(parents=True)
     workdir = run_dir.parent / f"{run_dir.name}-sidecar"
     workdir.mkdir()
-    with sidecar(run_dir, workdir, ["--rules", str(rules)] if rules else []):
+    with sidecar(run_dir, workdir, ["--no-default-rules", "--rules", str(rules)] if rules else []):
         train(run_dir, cache, *argv, timeout=600)
         # the sidecar has seen the run end once it resolves what fired (or after a few polls)
         try:
