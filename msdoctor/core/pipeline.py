@@ -45,6 +45,9 @@ log = logging.getLogger("msdoctor.sidecar")
 #: Periodic snapshots wait at least this many times as long as the last one took (<= ~10 %
 #: of the pipeline's time goes to snapshots, however big the state).
 SNAPSHOT_BUDGET = 10.0
+#: Woken by a change, the sidecar still polls at most every this many seconds: a burst of
+#: writes from many ranks is read in one poll, not one poll per write.
+MIN_POLL_GAP = 0.02
 Clock = Union[WallClock, RecordClock]
 #: (run, rank, non-step events, step batch or None): one unit of a recording.
 Item = Tuple[str, int, List[Dict[str, Any]], Optional[StepBatch]]
@@ -360,18 +363,38 @@ class Pipeline:
     def run_forever(self, stop_event: threading.Event) -> None:
         """Poll until ``stop_event`` is set; snapshot periodically and at the end.
 
-        Polls back to back while there is a backlog, otherwise sleeps ``poll_interval``.
+        Polls back to back while there is a backlog; otherwise waits until a rank file
+        changes (inotify, :mod:`msdoctor.core.wake`; a woken poll starts at least
+        ``MIN_POLL_GAP``, and twice as long as the last polls took, after they started, so
+        changes that never stop take at most half of the sidecar's time) or ``poll_interval`` passes, whichever comes
+        first.
         """
         if self.last_snapshot is None:
             self.last_snapshot = self.clock.now()
+        from msdoctor.core.wake import SpoolWaker  # ctypes: only a live sidecar needs it
+
+        waker = SpoolWaker(self.run_dir) if self.run_dir is not None else None
         try:
+            woke = time.monotonic()        # the polls since then ran back to back
             while not stop_event.is_set():
                 chunks = self.poll_once()
                 if self.persist and self.snapshot_due():
                     self.save_snapshot()
-                if not chunks:
+                if chunks:
+                    continue
+                if waker is not None and waker.native:
+                    busy = time.monotonic() - woke
+                    waker.wait(self.poll_interval)
+                    # woken: at most half of the time goes to polls woken by changes
+                    gap = max(MIN_POLL_GAP, 2 * busy) - (time.monotonic() - woke)
+                    if gap > 0:
+                        stop_event.wait(gap)
+                else:
                     stop_event.wait(self.poll_interval)
+                woke = time.monotonic()
         finally:
+            if waker is not None:
+                waker.close()
             if self.persist:
                 self.save_snapshot()
 
