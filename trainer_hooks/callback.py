@@ -4,7 +4,7 @@ Use it like any callback: ``model.train(epochs, data, callbacks=[DoctorCallback(
 It writes ``run_start``, one ``step`` event per optimizer step, ``checkpoint``,
 ``stop`` and ``run_end`` events to ``<run_dir>/events/rank-<N>.jsonl`` through an
 :class:`~trainer_hooks.emitter.Emitter` (a background writer; the hooks never do
-file I/O beyond one ``os.stat`` for the stop file).
+file I/O beyond one ``os.stat`` for the stop file per step and one per new checkpoint).
 
 Step semantics (the team contract): ``step`` is MindSpore's ``cur_step_num`` (the
 real optimizer step, also across epochs and in sink mode, where one callback
@@ -96,6 +96,8 @@ class DoctorCallback(Callback):
         self.layer_signals = layer_signals
         self.guard = Guard("msdoctor DoctorCallback")
         self.emitter: Optional[Emitter] = None
+        self._pending_load: Optional[tuple] = None
+        self._pending: list = []           # action events waiting for the next run_start
         self.disabled = False
         self.status: Optional[str] = None  # run_end status once emitted
         self._stop_path = os.path.join(self.run_dir, STOP_FILE)
@@ -106,7 +108,8 @@ class DoctorCallback(Callback):
         self._first = True
         self._last_step = 0
         self._t_prev_end = self._t_begin = time.perf_counter()
-        self._t_train_begin = time.time()
+        self._t_train_begin = self._t_end_wall = time.time()
+        self._ckpt_pause = 0.0
         self._sampler: Optional[UpdateSampler] = None
         self._layers: Optional[LayerReader] = None
         self._lr = None
@@ -137,6 +140,29 @@ class DoctorCallback(Callback):
     def _emit(self, event: Dict[str, Any]) -> None:
         if self.emitter is not None:
             self.emitter.emit(event)
+
+    def note_load(self, step: int, path: str, seconds: float) -> None:
+        """A checkpoint the trainer loaded before this ``Model.train``: recorded after the
+        run_start as a ``checkpoint`` event with ``op: load`` and ``load_s``."""
+        self._pending_load = (int(step), str(path), float(seconds))
+
+    def record_action(self, action: str, reason: str, alert: Optional[str] = None,
+                      step: Optional[int] = None) -> None:
+        """Record an action the trainer applied (a rule's ``skip_batches``, ``lower_lr``,
+        ``rollback``...) as an ``action`` event (between two ``Model.train`` calls: after the
+        next run_start); never raises."""
+        try:
+            if self.disabled:
+                return
+            event = make("action", self.rank, t=time.time(), run=self.run,
+                         step=step if step is not None else (self._last_step or None),
+                         action=str(action), reason=str(reason)[:2000], alert=alert)
+            if self.emitter is None or self.emitter.closed or self._run_start_pending:
+                self._pending.append(event)
+            else:
+                self._emit(event)
+        except Exception as exc:  # noqa: BLE001
+            self._failed("record_action", exc)
 
     # -- hooks ----------------------------------------------------------------------------
 
@@ -226,6 +252,8 @@ class DoctorCallback(Callback):
                                            self.update_every or 50)
         self._ckpt_callbacks = [c for c in cb.get("list_callback") or []
                                 if hasattr(c, "latest_ckpt_file_name")]
+        for c in self._ckpt_callbacks:        # a save of an earlier Model.train is not new
+            self._ckpt_seen[id(c)] = getattr(c, "latest_ckpt_file_name", "") or ""
         try:
             info = os.stat(self._stop_path)
             self._stale_stop = (info.st_mtime_ns, info.st_ino)
@@ -254,9 +282,20 @@ class DoctorCallback(Callback):
             if value:
                 config[key] = value
         config.update(self.user_config)
+        started = env.process_start_time()
         event = make("run_start", self.rank, t=self._t_train_begin, run=self.run,
-                     world_size=self.world_size, config=config, expect=self.expect or None)
+                     world_size=self.world_size, config=config, expect=self.expect or None,
+                     process_t=started if started and started <= self._t_train_begin else None)
         self._emit(event)
+        if self._pending_load is not None:
+            step, path, seconds = self._pending_load
+            self._pending_load = None
+            self._emit(make("checkpoint", self.rank, t=time.time(), run=self.run, step=step,
+                            path=path, op="load", load_s=seconds))
+        for pending in self._pending[:64]:
+            pending["rank"] = self.rank
+            self._emit(pending)
+        self._pending = []
 
     def _step_end(self, run_context: Any, now: float) -> None:
         cb = run_context.original_args()
@@ -274,7 +313,8 @@ class DoctorCallback(Callback):
             self._first = False
         else:
             event["step_time_s"] = (now - self._t_prev_end) / delta
-            event["data_wait_s"] = max(0.0, self._t_begin - self._t_prev_end) / delta
+            wait = self._t_begin - self._t_prev_end - self._ckpt_pause
+            event["data_wait_s"] = max(0.0, wait) / delta
         outputs = cb.get("net_outputs")
         decode_outputs(outputs, event)
         if self._layers is not None:   # before its step event: the sidecar reads them together
@@ -311,14 +351,20 @@ class DoctorCallback(Callback):
         self._emit(event)
         self._check_stop(run_context, step)
         self._t_prev_end = now  # the hook's own cost counts as wait before the next step
+        self._ckpt_pause = 0.0
+        self._t_end_wall = time.time()
 
     def _check_checkpoints(self) -> None:
         for callback in self._ckpt_callbacks:
             path = getattr(callback, "latest_ckpt_file_name", "") or ""
             if path and self._ckpt_seen.get(id(callback)) != path:
                 self._ckpt_seen[id(callback)] = path
+                size, save_s = checkpoint_facts(callback, str(path), self._t_end_wall)
                 self._emit(make("checkpoint", self.rank, t=time.time(), run=self.run,
-                                step=self._last_step, path=str(path)))
+                                step=self._last_step, path=str(path), size_bytes=size,
+                                save_s=save_s))
+                if save_s is not None:       # the save is not data wait
+                    self._ckpt_pause += save_s
 
     def _check_stop(self, run_context: Any, step: int) -> None:
         if self._stopping:
@@ -358,6 +404,34 @@ class DoctorCallback(Callback):
             self._memory.close()
         if self.emitter is not None:
             self.emitter.close(timeout=2.0)
+
+
+def checkpoint_facts(callback: Any, path: str, since: float) -> tuple:
+    """``(size_bytes, save_s)`` of the checkpoint ``callback`` just wrote (None where unknown):
+    the save time the saver recorded (the bundled trainer's ``latest_ckpt_save_s``,
+    MindFormers' ``save_info_list``), else the file's mtime after ``since`` (the wall time
+    of this hook's last step end: savers run after it). One ``os.stat`` per new checkpoint."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None, None
+    size = info.st_size if stat.S_ISREG(info.st_mode) else None
+    seconds = getattr(callback, "latest_ckpt_save_s", None)
+    if not isinstance(seconds, (int, float)):
+        seconds = None
+        infos = getattr(callback, "save_info_list", None)
+        try:
+            started = [v["ckpt"]["save_start_time"] for v in dict(infos or {}).values()
+                       if isinstance(v, dict) and v.get("ckpt", {}).get("save_start_time")]
+        except (AttributeError, KeyError, TypeError):
+            started = []
+        if started:
+            seconds = info.st_mtime - max(started)
+        elif info.st_mtime >= since:
+            seconds = info.st_mtime - since
+    if seconds is not None and not 0.0 <= seconds < 86400.0:
+        seconds = None
+    return size, (None if seconds is None else float(seconds))
 
 
 def _optimizer(cb: Any) -> Any:

@@ -94,6 +94,18 @@ def _read_versions() -> Dict[str, str]:
     return found
 
 
+def process_start_time(pid: str = "self") -> Optional[float]:
+    """Wall time this process started (Linux ``/proc``), or None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        with open("/proc/stat", "rb") as fh:
+            boot = next(int(line.split()[1]) for line in fh if line.startswith(b"btime "))
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
 def _close_quietly(fd: int) -> None:
     try:
         os.close(fd)

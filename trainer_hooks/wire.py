@@ -5,8 +5,17 @@ import stays cheap inside the training process.
 """
 from msdoctor.wire import SCHEMA_VERSION, STEP_SIGNALS, EventError, decode, encode, make
 from msdoctor.wire.files import NotRegularFile, kind_of, read_regular
-from msdoctor.wire.layout import STOP_FILE, rank_file
+from msdoctor.wire.layout import (
+    LR_FILE,
+    PROTECT_FILE,
+    ROLLBACK_DONE_FILE,
+    ROLLBACK_FILE,
+    SKIP_FILE,
+    STOP_FILE,
+    rank_file,
+)
 from msdoctor.wire.numbers import to_wire_list
 
 __all__ = ["SCHEMA_VERSION", "STEP_SIGNALS", "EventError", "decode", "encode", "make", "STOP_FILE",
-           "rank_file", "NotRegularFile", "kind_of", "read_regular", "to_wire_list"]
+           "rank_file", "NotRegularFile", "kind_of", "read_regular", "to_wire_list", "LR_FILE",
+           "PROTECT_FILE", "ROLLBACK_DONE_FILE", "ROLLBACK_FILE", "SKIP_FILE"]

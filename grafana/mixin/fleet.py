@@ -103,6 +103,21 @@ def _throughput_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
                 description="Optimizer steps recorded per second.")))
 
 
+def _goodput_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
+    return (d.with_row(dashboard.Row("Goodput"))
+            .with_panel(timeseries_panel(
+                "Goodput per run", "percentunit", query(sel("goodput_ratio", RUN),
+                                                        legend="{{run}}"),
+                description="Productive training time over wall time (startup, data waits, "
+                            "checkpoints, hangs, downtime and redone steps are not)."))
+            .with_panel(timeseries_panel(
+                "Badput by cause", "s",
+                query(f"sum by (run, cause) ({sel('badput_seconds_total', RUN)})",
+                      legend="{{run}} {{cause}}"),
+                description="Seconds of wall time lost per cause since the run began "
+                            "(docs/checkpoints.md).")))
+
+
 def _memory_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
     return (d.with_row(dashboard.Row("Memory"))
             .with_panel(timeseries_panel(
@@ -149,6 +164,7 @@ def build() -> dashboard.Dashboard:
          .annotation(alert_annotation())
          .link(dashboard.DashboardLink("Rank drill-down").type(DashboardLinkType.DASHBOARDS)
                .tags(["msdoctor"]).include_vars(True).keep_time(True).as_dropdown(False)))
-    for row in (_summary_row, _training_row, _throughput_row, _memory_row, _alerts_row):
+    for row in (_summary_row, _training_row, _throughput_row, _goodput_row, _memory_row,
+                _alerts_row):
         d = row(d)
     return d

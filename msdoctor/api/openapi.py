@@ -134,7 +134,27 @@ SCHEMAS: Dict[str, Any] = {
                                      "consequence of (rules' consequence_of); such an alert is "
                                      "not notified on its own"},
         "reason": {"type": "string", "nullable": True,
-                   "description": "why it ended other than by its condition ('run ended')"}}),
+                   "description": "why it ended other than by its condition ('run ended')"},
+        "extra": {"type": "object", "description": "the transition's other fields, e.g. "
+                  "`checkpoint`: for a rule whose fix names it, the last checkpoint saved "
+                  "before the anomaly began (step, path, ...), null when none is known"}}),
+    "Checkpoint": _obj(["rank", "step", "path", "poisoned_by", "last_good"], {
+        "rank": {"type": "integer"}, "step": {"type": "integer"},
+        "path": {"type": "string", "nullable": True}, "t": {"type": "number", "nullable": True},
+        "size_bytes": {"type": "integer", "nullable": True},
+        "save_s": {**NUMBER, "nullable": True},
+        "poisoned_by": {"type": "string", "nullable": True,
+                        "description": "the alert whose anomaly this checkpoint was saved during"},
+        "last_good": {"type": "boolean",
+                      "description": "an alert named it as the checkpoint to resume from"}}),
+    "Goodput": _obj(["run", "wall_s", "productive_s", "ratio", "badput_s"], {
+        "run": {"type": "string"}, "wall_s": {"type": "number"},
+        "productive_s": {"type": "number"}, "ratio": {"type": "number", "nullable": True},
+        "badput_s": {"type": "object", "additionalProperties": {"type": "number"},
+                     "description": "seconds lost by cause: startup, data_wait, checkpoint, "
+                                    "hang, downtime, redone, evaluation, other"}}),
+    "CheckpointList": _obj(["run", "checkpoints"], {
+        "run": {"type": "string"}, "checkpoints": {"type": "array", "items": _ref("Checkpoint")}}),
     "RunList": _obj(["runs"], {"runs": {"type": "array", "items": _ref("Run")}}),
     "RankList": _obj(["run", "ranks"], {"run": {"type": "string"},
                                         "ranks": {"type": "array", "items": _ref("Rank")}}),
@@ -205,6 +225,12 @@ def openapi() -> Dict[str, Any]:
                  _param("spark_points", "query", {"type": "integer", "minimum": 0,
                                                   "maximum": 256, "default": 16},
                         "how many last points per rank for `spark`")]),
+            "/api/v1/runs/{run}/checkpoints": _get(
+                "The checkpoints of a run, poisoned ones and the last good one marked",
+                "CheckpointList", [RUN]),
+            "/api/v1/runs/{run}/goodput": _get(
+                "Productive time over wall time of a run, and the badput by cause", "Goodput",
+                [RUN]),
             "/api/v1/alerts": _get("Active alerts with summary, cause and fix", "AlertList", [
                 _param("state", "query", {"type": "string", "enum": ["active", "firing",
                                                                      "pending"],

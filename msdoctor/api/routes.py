@@ -117,6 +117,8 @@ class Api:
             (re.compile(rf"/runs/{seg}/ranks/{seg}/series"), self._rank_series),
             (re.compile(rf"/runs/{seg}/series"), self._run_series),
             (re.compile(rf"/runs/{seg}/overview"), self._overview),
+            (re.compile(rf"/runs/{seg}/checkpoints"), self._checkpoints),
+            (re.compile(rf"/runs/{seg}/goodput"), self._goodput),
             (re.compile(r"/alerts"), self._alerts),
             (re.compile(r"/alerts/history"), self._history),
         ]
@@ -184,6 +186,12 @@ class Api:
         points = _int(query, "spark_points", 16, 0, views.MAX_SPARK_POINTS)
         return views.overview(self.ctx.store, self.ctx.feed, run, _signals(query), spark or None,
                               points)
+
+    def _checkpoints(self, query: Dict[str, List[str]], run: str) -> views.CheckpointsView:
+        return views.checkpoints(self.ctx.store, self.ctx.feed, run)
+
+    def _goodput(self, query: Dict[str, List[str]], run: str) -> views.GoodputView:
+        return views.goodput(self.ctx.store, run)
 
     def _alerts(self, query: Dict[str, List[str]]) -> views.AlertsView:
         state = _one(query, "state") or "active"

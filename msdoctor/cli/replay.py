@@ -135,6 +135,13 @@ def print_result(result: Dict[str, Any], colour: bool = False) -> None:
     if s.get("stats"):
         print("summary: " + "\n         ".join(fmt.printable(line)
                                        for line in describe(s["stats"]).split("\n")))
+    for run, g in (s.get("goodput") or {}).items():
+        if g.get("ratio") is None:
+            continue
+        lost = ", ".join(f"{cause.replace('_', ' ')} {fmt.duration(seconds)}"
+                         for cause, seconds in g["badput_s"].items() if seconds >= 0.0005)
+        print(fmt.printable(f"goodput {run}: {100.0 * g['ratio']:.1f} % of "
+                            f"{fmt.duration(g['wall_s'])}" + (f"; lost: {lost}" if lost else "")))
 
 
 def clock(t: Any) -> str:

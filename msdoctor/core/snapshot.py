@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
+from msdoctor.core.goodput import Goodput
 from msdoctor.core.state import COUNTERS, DEFAULT_CAPACITY, RankState, RunState, Series, Store
 from msdoctor.wire.errors import MsdoctorError
 from msdoctor.wire.files import FILE_MODE, describe, make_dir, open_regular
@@ -85,9 +86,10 @@ def store_to_dict(store: Store) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
                           "t": rank.t, "received": rank.received, "step_t": rank.step_t,
                           "median_step_s": rank.median_step_s, "latest": rank.latest,
                           "counters": rank.counters, "run_end": rank.run_end,
-                          "checkpoint": rank.checkpoint, "stop": rank.stop, "series": series})
+                          "checkpoint": rank.checkpoint, "checkpoints": rank.checkpoints,
+                          "stop": rank.stop, "series": series})
         runs.append({"run": run.run, "world_size": run.world_size, "config": run.config,
-                     "expect": run.expect,
+                     "expect": run.expect, "goodput": run.goodput.state_dict(),
                      "run_start": [[r, e] for r, e in run.run_start.items()], "ranks": ranks})
     arrays = {"series_steps": np.concatenate(steps) if steps else np.zeros(0, dtype=np.int64),
               "series_values": np.concatenate(values) if values else np.zeros(0)}
@@ -106,6 +108,8 @@ def store_from_dict(doc: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
         run.config = dict(entry.get("config") or {})
         run.expect = dict(entry.get("expect") or {})
         run.run_start = {int(r): e for r, e in entry.get("run_start", [])}
+        if isinstance(entry.get("goodput"), dict):
+            run.goodput = Goodput.from_state(entry["goodput"])
         for item in entry["ranks"]:
             rank = RankState(int(item["rank"]), capacity=store.capacity)
             rank.status = str(item["status"])
@@ -118,6 +122,9 @@ def store_from_dict(doc: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
                                   if k in COUNTERS})
             rank.run_end, rank.checkpoint = item.get("run_end"), item.get("checkpoint")
             rank.stop = item.get("stop")
+            saved = item.get("checkpoints")
+            rank.checkpoints = [dict(c) for c in saved if isinstance(c, dict) and "step" in c] \
+                if isinstance(saved, list) else []
             for name, key in item.get("series", {}).items():
                 steps, values = _series_arrays(arrays, name, key)
                 if steps.dtype.kind != "i" or values.dtype.kind != "f" or steps.shape != values.shape:

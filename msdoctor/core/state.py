@@ -18,7 +18,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from msdoctor.core import checkpoints
 from msdoctor.core.batch import StepBatch
+from msdoctor.core.goodput import Goodput
 from msdoctor.core.limits import RunLimit
 from msdoctor.core.liveness import STALE_MIN_S, gone_after, is_gone, median_of, stale_after
 from msdoctor.core.runstart import fold_run_start
@@ -191,6 +193,8 @@ class RankState:
     counters: Dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
     run_end: Optional[Dict[str, Any]] = None
     checkpoint: Optional[Dict[str, Any]] = None
+    #: every checkpoint saved, by step (the newest ``checkpoints.MAX_KEPT``)
+    checkpoints: List[Dict[str, Any]] = field(default_factory=list)
     stop: Optional[Dict[str, Any]] = None
     series: Dict[str, Series] = field(default_factory=dict)
 
@@ -273,7 +277,9 @@ class RankState:
             if "dropped" in event:
                 self.counters["dropped"] = event["dropped"]
         elif kind == "checkpoint":
-            self.checkpoint = {k: event[k] for k in ("step", "path", "t") if k in event}
+            if event.get("op", "save") == "save":
+                self.checkpoint = {k: event[k] for k in ("step", "path", "t") if k in event}
+            checkpoints.note(self.checkpoints, event)
         elif kind == "stop":
             self.stop = {k: event[k] for k in ("reason", "step", "t") if k in event}
 
@@ -311,6 +317,7 @@ class RunState:
     config: Dict[str, Any] = field(default_factory=dict)
     expect: Dict[str, Any] = field(default_factory=dict)
     ranks: Dict[int, RankState] = field(default_factory=dict)
+    goodput: Goodput = field(default_factory=Goodput)
 
     def note_run_start(self, event: Dict[str, Any]) -> None:
         """Keep ``event`` as its rank's run_start; :func:`fold_run_start` says which wins."""
@@ -354,6 +361,8 @@ class Store:
             state.apply_event(event)
         if chunk.steps is not None:
             state.apply_steps(chunk.steps)
+        self.runs[chunk.run].goodput.apply_chunk(chunk.rank, chunk.events, chunk.others,
+                                                 chunk.steps)
         for event in reversed(chunk.events):
             t = event.get("t")
             if t is not None:

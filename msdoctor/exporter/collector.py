@@ -82,8 +82,17 @@ def _families(store: Store, alerts: Optional[AlertSource],
     counter_sources = [(f.spec.source, f.keys.append, f.values.append) for f in counters]
     world = Family(names.RUN_WORLD_SIZE)
     exp_tokens, exp_step = Family(names.RUN_EXPECTED_TOKENS), Family(names.RUN_EXPECTED_STEP_TIME)
+    ratio, badput = Family(names.GOODPUT_RATIO), Family(names.BADPUT)
     for run_state in list(store.runs.values()):
         run = run_state.run
+        goodput = run_state.goodput
+        if goodput.rank is not None:
+            share = goodput.summary()["ratio"]
+            if share is not None:
+                ratio.add((run,), share)
+            for cause, seconds in list(goodput.badput.items()):
+                if cause != "other":
+                    badput.add((run, cause), max(0.0, seconds))
         if run_state.world_size is not None:
             world.add((run,), float(run_state.world_size))
         _expected(run_state.expect, names.RUN_EXPECTED_TOKENS.source, run, exp_tokens)
@@ -137,8 +146,8 @@ def _families(store: Store, alerts: Optional[AlertSource],
         dropped.add((d.receiver,), float(stats.get("dropped", 0)))
     refused = Family(names.INGEST_REFUSED, [()], [float(store.run_limit.refused_events)])
     build = Family(names.BUILD, [(__version__, platform.python_version())], [1.0])
-    return [*gauges, last_step, last_event, last_step_t, running, stale_family, *counters, world, exp_tokens, exp_step,
-            alert, delivered, failed, dropped, refused, build]
+    return [*gauges, last_step, last_event, last_step_t, running, stale_family, *counters, world,
+            exp_tokens, exp_step, ratio, badput, alert, delivered, failed, dropped, refused, build]
 
 
 def _expected(expect: dict, key: Optional[str], run: str, family: Family) -> None:

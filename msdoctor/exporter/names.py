@@ -103,6 +103,14 @@ RUN_EXPECTED_STEP_TIME = MetricSpec(
     PREFIX + "run_expected_step_duration_seconds", "gauge",
     "User-given baseline step time (run_start.expect.step_time_s).", "step_time_s", ("run",))
 
+#: Goodput per run (``msdoctor.core.goodput``).
+GOODPUT_RATIO = MetricSpec(PREFIX + "goodput_ratio", "gauge",
+                           "Productive training time over wall time of the run (lowest rank).",
+                           None, ("run",))
+BADPUT = MetricSpec(PREFIX + "badput_seconds", "counter",
+                    "Wall time of the run lost, by cause: startup, data_wait, checkpoint, hang, "
+                    "downtime, redone, evaluation.", None, ("run", "cause"))
+
 #: Alert state, shaped like Prometheus' own ``ALERTS`` series.
 ALERT = MetricSpec(PREFIX + "alert", "gauge",
                    "1 for each pending or firing msdoctor alert (mirrors Prometheus' ALERTS).",
@@ -130,7 +138,7 @@ BUILD = MetricSpec(PREFIX + "build", "info", "msdoctor build information.", None
 
 ALL: Tuple[MetricSpec, ...] = (
     RANK_GAUGES + (LAST_STEP, LAST_EVENT_TIME, LAST_STEP_TIME, RUNNING, STALE) + RANK_COUNTERS
-    + (RUN_WORLD_SIZE, RUN_EXPECTED_TOKENS, RUN_EXPECTED_STEP_TIME, ALERT,
+    + (RUN_WORLD_SIZE, RUN_EXPECTED_TOKENS, RUN_EXPECTED_STEP_TIME, GOODPUT_RATIO, BADPUT, ALERT,
        NOTIFICATIONS, DELIVERY_FAILURES, DELIVERY_DROPPED, INGEST_REFUSED, BUILD)
 )
 

@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 
 from msdoctor.core.clock import RecordClock
 from msdoctor.core.pipeline import Item, Pipeline
+from msdoctor.core.recovery import Ledger
 from msdoctor.core.runstats import RunStats
 from msdoctor.replay.crashes import ErrorScan
 from msdoctor.replay.diagnosis import SpoolErrors, diagnose
@@ -36,7 +37,8 @@ from msdoctor.replay.textfile import blocks
 from msdoctor.replay.tree import select
 
 TABLE_FIELDS = ("alert", "severity", "run", "rank", "step", "first_step", "value", "summary",
-                "cause", "fix", "runbook_url", "t", "labels", "values", "action", "caused_by")
+                "cause", "fix", "runbook_url", "t", "labels", "values", "action", "caused_by",
+                "checkpoint")
 
 
 def load(paths: List[str], fmt: str = "auto", rank: Optional[int] = None,
@@ -134,6 +136,7 @@ def evaluate(items: Iterable[Item], rules: Any, observe: Optional[Callable[[Item
     pipeline = Pipeline(rules=rules, clock=clock or RecordClock(), store=False,
                         keep_transitions=True, persist=False)
     stats = RunStats()
+    ledger = Ledger()
     started = time.perf_counter()
     events = steps = 0
     with _no_gc():
@@ -143,11 +146,12 @@ def evaluate(items: Iterable[Item], rules: Any, observe: Optional[Callable[[Item
             if batch is not None and len(batch):
                 steps += len(batch)
                 stats.add(batch)
+            ledger.add(run, rank, others, batch)
             pipeline.ingest(run, rank, others, batch)
             if observe is not None:
                 observe(item)
         pipeline.finish()
-    return result_of(pipeline, rules, events, steps, stats, time.perf_counter() - started)
+    return result_of(pipeline, rules, events, steps, stats, time.perf_counter() - started, ledger)
 
 
 def evaluate_spool(run_dir: Path, rules: Any, observe: Optional[Callable[[Item], None]] = None,
@@ -158,6 +162,7 @@ def evaluate_spool(run_dir: Path, rules: Any, observe: Optional[Callable[[Item],
     (:mod:`msdoctor.replay.parallel`), with the same result."""
     pipeline = Pipeline(run_dir, rules=rules, store=False, keep_transitions=True, persist=False)
     stats = RunStats()
+    ledger = Ledger()
     errors: List[str] = []
     failures = SpoolErrors()
     seen_ranks: set = set()
@@ -169,6 +174,7 @@ def evaluate_spool(run_dir: Path, rules: Any, observe: Optional[Callable[[Item],
         counts[0] += len(chunk.others)
         failures.observe(chunk.run, chunk.rank, chunk.others)
         seen_ranks.add((chunk.run, chunk.rank))
+        ledger.add(chunk.run, chunk.rank, chunk.others, chunk.steps, chunk.events)
         if chunk.steps is not None and len(chunk.steps):
             counts[1] += len(chunk.steps)
             stats.add(chunk.steps)
@@ -186,7 +192,8 @@ def evaluate_spool(run_dir: Path, rules: Any, observe: Optional[Callable[[Item],
         else:
             pipeline.drain(seen)
         pipeline.finish()
-    result = result_of(pipeline, rules, counts[0], counts[1], stats, time.perf_counter() - started)
+    result = result_of(pipeline, rules, counts[0], counts[1], stats, time.perf_counter() - started,
+                       ledger)
     result["ranks"] = diagnose(result, {k: (v, len(v)) for k, v in failures.found.items()},
                                seen_ranks)
     return result, errors
@@ -206,7 +213,7 @@ def _no_gc() -> Iterator[None]:
 
 
 def result_of(pipeline: Pipeline, rules: Any, events: int, steps: int, stats: RunStats,
-              took: float) -> Dict[str, Any]:
+              took: float, ledger: Optional[Ledger] = None) -> Dict[str, Any]:
     """The replay result: the firing transitions and the summary."""
     transitions = pipeline.transitions or []
     engine = pipeline.engine
@@ -227,6 +234,7 @@ def result_of(pipeline: Pipeline, rules: Any, events: int, steps: int, stats: Ru
                              for a in pipeline.alerts.firing()],
             "engine_errors": engine.errors, "seconds": round(took, 3), "stats": stats.to_dict(),
             "ingest": pipeline.run_limit.to_json(),
+            **(ledger.summary(transitions) if ledger is not None else {}),
         },
     }
 

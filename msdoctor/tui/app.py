@@ -23,6 +23,7 @@ from msdoctor.core.format import printable
 from msdoctor.tui.alertdetail import AlertScreen
 from msdoctor.tui.alertpane import AlertsPane, Marks
 from msdoctor.tui.chartpane import ChartsPane
+from msdoctor.tui.checkpointpane import CheckpointsPane
 from msdoctor.tui.columns import COLUMNS
 from msdoctor.tui.helpscreen import HelpScreen
 from msdoctor.tui.logpane import LogPane
@@ -33,7 +34,7 @@ from msdoctor.tui.ranktable import RankTable
 from msdoctor.tui.reader import Request, SourceError
 from msdoctor.tui.source import Source
 
-PANES = ("overview", "charts", "alerts", "logs")
+PANES = ("overview", "charts", "alerts", "logs", "checkpoints")
 MIN_SIZE = (60, 15)
 MIN_REFRESH_S = 0.25            # at most 4 refreshes a second
 
@@ -52,6 +53,7 @@ class DoctorApp(App[None]):
         Binding("2", "show_pane('charts')", "Charts", show=False),
         Binding("3", "show_pane('alerts')", "Alerts", show=False),
         Binding("4", "show_pane('logs')", "Logs", show=False),
+        Binding("5", "show_pane('checkpoints')", "Checkpoints", show=False),
         Binding("slash", "filter", "Filter"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("R", "next_run", "Next run", show=False),
@@ -91,6 +93,8 @@ class DoctorApp(App[None]):
                 yield AlertsPane(self.marks, id="alerts-pane")
             with TabPane("Logs", id="logs"):
                 yield LogPane(id="logs-pane")
+            with TabPane("Checkpoints", id="checkpoints"):
+                yield CheckpointsPane(id="checkpoints-pane")
         yield Input(placeholder="filter…  (enter: keep, esc: clear)", id="filter")
         yield Footer()
 
@@ -112,7 +116,8 @@ class DoctorApp(App[None]):
         if self.pane == "overview" and self.query_one(Overview).wants_curves:
             return Request(run=self.run_name, charts=True, curves=True)   # the worst rank's
         return Request(run=self.run_name, charts=self.pane == "charts",
-                       chart_ranks=self.chart_ranks, chart_window=self.chart_window)
+                       chart_ranks=self.chart_ranks, chart_window=self.chart_window,
+                       checkpoints=self.pane == "checkpoints")
 
     def _tick(self) -> None:
         if self._busy or time.monotonic() < self._next_try:
@@ -163,6 +168,8 @@ class DoctorApp(App[None]):
                 overview.show_curves(snap.charts)
             else:
                 self.query_one(ChartsPane).show(snap.charts)
+        if snap.checkpoints is not None:
+            self.query_one(CheckpointsPane).show(snap.checkpoints)
         if overview.wants_curves and not was_room and self.pane == "overview":
             self.action_refresh_now()           # room appeared: fetch the curves now
         firing = snap.run.firing if snap.run else 0
@@ -230,7 +237,7 @@ class DoctorApp(App[None]):
         self.refresh_bindings()
         if pane == "alerts":
             self.query_one(AlertsPane).flush()
-        if pane in ("charts", "logs") and self.poll:
+        if pane in ("charts", "logs", "checkpoints") and self.poll:
             self._next_try = 0.0
             self._tick()
 
@@ -278,7 +285,7 @@ class DoctorApp(App[None]):
 
     def _focus_pane(self, pane: Optional[str] = None) -> None:
         target = {"overview": RankTable, "charts": "#chart-loss", "alerts": "#alerts-table",
-                  "logs": "#log-view"}
+                  "logs": "#log-view", "checkpoints": "#checkpoints-pane"}
         self.query_one(target[pane or self.pane]).focus()
 
     def on_rank_table_selected(self, event: RankTable.Selected) -> None:

@@ -10,7 +10,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 HELP = """\
-[b]Panes[/b]     tab shift+tab · 1 overview · 2 charts · 3 alerts · 4 logs
+[b]Panes[/b]     tab shift+tab · 1 overview · 2 charts · 3 alerts
+          4 logs · 5 checkpoints
 [b]Anywhere[/b]  / filter · esc clear it · ctrl+p palette · ? help · q quit
           R next run · ctrl+r refresh now
           palette "Screenshot": an SVG in the run directory

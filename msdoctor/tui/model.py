@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import List, Mapping, Optional, Sequence, Tuple
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 #: Rank health, worst first: decides the status colour and the "worst" sort order.
 HEALTH = ("bad", "warn", "stale", "ok", "done")
@@ -91,6 +91,7 @@ class RunSummary:
     statuses: Mapping[str, int] = field(default_factory=dict)
     precision: str = ""
     worst_rank: Optional[int] = None
+    goodput: Optional[float] = None          # productive time over wall time
     #: None while a rank runs; else ``outcome`` (ok / failed) and ``t`` (core.liveness)
     ended: Optional[Mapping[str, object]] = None
 
@@ -120,6 +121,8 @@ class Reading:
     resolved: Tuple[AlertItem, ...] = ()
     charts: Optional[ChartData] = None
     empty_hint: str = ""
+    #: the run's checkpoints (``CheckpointView``), when the checkpoints pane asked for them
+    checkpoints: Optional[Tuple[Any, ...]] = None
 
     @property
     def alerts(self) -> Tuple[AlertItem, ...]:

@@ -14,6 +14,8 @@ from msdoctor.core.views import (
     AlertHistoryView,
     AlertSource,
     AlertsView,
+    CheckpointsView,
+    GoodputView,
     OverviewView,
     RankSeriesView,
     RankView,
@@ -54,6 +56,18 @@ class CoreQueries:
         except views.NotFound as exc:
             raise NotFoundError(str(exc)) from None
 
+    def checkpoints(self, run: str) -> CheckpointsView:
+        try:
+            return views.checkpoints(self.store, self.source, run)
+        except views.NotFound as exc:
+            raise NotFoundError(str(exc)) from None
+
+    def goodput(self, run: str) -> GoodputView:
+        try:
+            return views.goodput(self.store, run)
+        except views.NotFound as exc:
+            raise NotFoundError(str(exc)) from None
+
     def rank_series(self, run: str, rank: int, signals: Sequence[str],
                     max_points: int, since: int = 0) -> RankSeriesView:
         try:
@@ -85,6 +99,12 @@ class HttpQueries:
 
     def rank(self, run: str, rank: int) -> RankView:
         return RankView.from_json(self.get(f"/runs/{run}/ranks/{rank}", {}))
+
+    def checkpoints(self, run: str) -> CheckpointsView:
+        return CheckpointsView.from_json(self.get(f"/runs/{run}/checkpoints", {}))
+
+    def goodput(self, run: str) -> GoodputView:
+        return GoodputView.from_json(self.get(f"/runs/{run}/goodput", {}))
 
     def rank_series(self, run: str, rank: int, signals: Sequence[str],
                     max_points: int, since: int = 0) -> RankSeriesView:

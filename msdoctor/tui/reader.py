@@ -15,6 +15,8 @@ from msdoctor.core.views import (
     AlertHistoryView,
     AlertsView,
     AlertView,
+    CheckpointsView,
+    GoodputView,
     OverviewView,
     RankSeriesView,
     RankView,
@@ -73,6 +75,10 @@ class Queries(Protocol):
     def rank_series(self, run: str, rank: int, signals: Sequence[str],
                     max_points: int, since: int = 0) -> RankSeriesView: ...
 
+    def checkpoints(self, run: str) -> CheckpointsView: ...
+
+    def goodput(self, run: str) -> GoodputView: ...
+
 
 @dataclass(frozen=True)
 class Request:
@@ -85,6 +91,7 @@ class Request:
     chart_window: Optional[int] = None      # only the last this many steps (None: all)
     curves: bool = False                    # the charts are the overview's worst-rank curves
     spark_signal: str = SPARK_SIGNAL
+    checkpoints: bool = False               # the checkpoints pane is open
 
 
 def alert_item(a: AlertView) -> AlertItem:
@@ -118,7 +125,7 @@ class Reader:
         view = self.queries.overview(run, ROW_SIGNALS, request.spark_signal, SPARK_POINTS)
         active, history, resolved = self._alert_lists(run, view.alerts_version)
         rows = judge(self._rows(view, active))
-        summary = self._summary(run_view, rows, active)
+        summary = replace(self._summary(run_view, rows, active), goodput=self._goodput(run))
         charts = None
         if request.charts:
             fallback = summary.worst_rank if summary.worst_rank is not None else \
@@ -126,11 +133,25 @@ class Reader:
             picked = request.chart_ranks or ((fallback,) if fallback is not None else ())
             charts = self._charts(run, picked, request.chart_points, history,
                                   request.chart_window)
+        kept = self._checkpoints(run) if request.checkpoints else None
         return Reading(source=self.label, runs=names, run=summary, ranks=tuple(rows),
-                        active=active, resolved=resolved, charts=charts,
+                        active=active, resolved=resolved, charts=charts, checkpoints=kept,
                         empty_hint="" if rows else self.empty_hint)
 
     # -- parts -----------------------------------------------------------------
+    def _goodput(self, run: str) -> Optional[float]:
+        """The run's goodput ratio (None: not known yet, or a sidecar without it)."""
+        try:
+            return self.queries.goodput(run).ratio
+        except SourceError:
+            return None
+
+    def _checkpoints(self, run: str) -> Optional[tuple]:
+        try:
+            return tuple(self.queries.checkpoints(run).checkpoints)
+        except SourceError:
+            return None
+
     def _alert_lists(self, run: str, version: Optional[str]) -> tuple:
         """Active alerts, history and resolved alerts of ``run``, fetched again only when
         the overview's ``alerts_version`` says the feed changed."""

@@ -31,6 +31,8 @@ def header_text(run: Optional[RunSummary], source: str, stale: bool = False) -> 
         ("elapsed ", "dim"), elapsed,
         ("  tok/s ", "dim"), (fmt.rate(run.tokens_per_s), "bold"),
         ("  ETA ", "dim"), fmt.duration(run.eta_s) if run.eta_s is not None else "-",
+        *((("  goodput ", "dim"), (f"{100.0 * run.goodput:.0f}%", "bold"))
+          if run.goodput is not None else ()),
         ("  ", ""),
         (f"{run.firing} firing", "bold white on red" if run.firing else "green"),
         *(((" ", ""), (f"{run.pending} pending", "yellow")) if run.pending else ()),

@@ -4,6 +4,10 @@
 
     <run_dir>/events/rank-<N>.jsonl   one append-only event spool per rank (the hooks write)
     <run_dir>/control/stop.json        a stop request (the sidecar writes, the hooks read)
+    <run_dir>/control/skip.json        batches to skip      (rule actions the sidecar writes and
+    <run_dir>/control/lr.json          a learning-rate factor  the bundled trainer applies;
+    <run_dir>/control/rollback.json    a rollback request      docs/checkpoints.md)
+    <run_dir>/control/protect.json     checkpoints kept from rotation
     <run_dir>/alerts.jsonl             the alert journal (the sidecar appends)
     <run_dir>/.msdoctor/snapshot.npz   the sidecar's saved state
     <run_dir>/.msdoctor/sidecar.lock   held by the one sidecar of the run directory (its pid)
@@ -30,6 +34,12 @@ EVENTS_DIR = "events"
 RANK_FILE = re.compile(r"rank-(\d+)\.jsonl\Z")
 CONTROL_DIR = "control"
 STOP_FILE = os.path.join(CONTROL_DIR, "stop.json")
+SKIP_FILE = os.path.join(CONTROL_DIR, "skip.json")
+LR_FILE = os.path.join(CONTROL_DIR, "lr.json")
+ROLLBACK_FILE = os.path.join(CONTROL_DIR, "rollback.json")
+PROTECT_FILE = os.path.join(CONTROL_DIR, "protect.json")
+#: A rollback request once the trainer has carried it out (renamed, so it is done once).
+ROLLBACK_DONE_FILE = os.path.join(CONTROL_DIR, "rollback.done.json")
 ALERTS_FILE = "alerts.jsonl"
 STATE_DIR = ".msdoctor"
 

@@ -59,14 +59,18 @@ STEP_SIGNALS: Tuple[str, ...] = (
 
 FIELDS: Dict[str, Dict[str, Tuple[str, bool]]] = {
     "run_start": {**_COMMON, "world_size": (INT, False), "config": (OBJ, False),
-                  "expect": (OBJ, False)},
+                  "expect": (OBJ, False), "process_t": (NUM, False)},
     "step": {**_COMMON, "step": (INT, True), "overflow": (BOOL, False),
              **{name: (NUM, False) for name in STEP_SIGNALS}},
-    "checkpoint": {**_COMMON, "step": (INT, True), "path": (STR, False)},
+    "checkpoint": {**_COMMON, "step": (INT, True), "path": (STR, False),
+                   "size_bytes": (INT, False), "save_s": (NUM, False), "load_s": (NUM, False),
+                   "op": (STR, False)},
     "run_end": {**_COMMON, "status": (STR, True), "step": (INT, False),
                 "exception": (STR, False)},
     "heartbeat": {**_COMMON, "step": (INT, False), "dropped": (INT, False)},
     "stop": {**_COMMON, "step": (INT, False), "reason": (STR, True)},
+    "action": {**_COMMON, "step": (INT, False), "action": (STR, True), "reason": (STR, False),
+               "alert": (STR, False)},
 }
 
 #: Per-layer signals of a ``layers`` event: arrays aligned with its ``names`` (forward order).
@@ -78,6 +82,9 @@ FIELDS["layers"] = {**_COMMON, "step": (INT, True), "names": (NAMES, True),
 #: Most layers one ``layers`` event may name.
 MAX_LAYERS = 4096
 _LAYER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,127}$")
+
+#: ``checkpoint.op``: a save (the default when absent) or a load on resume.
+CHECKPOINT_OPS: Tuple[str, ...] = ("save", "load")
 
 EVENT_TYPES: Tuple[str, ...] = tuple(FIELDS)
 

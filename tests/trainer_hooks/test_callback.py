@@ -186,6 +186,34 @@ def test_checkpoints_saved_by_model_checkpoint_are_reported_with_their_step(plai
     saved = [e for e in events_of(tmp_path) if e["type"] == "checkpoint"]
     assert [e["step"] for e in saved] == [5, 10, 15]
     assert all(Path(e["path"]).is_file() for e in saved)
+    assert all(e["size_bytes"] == Path(e["path"]).stat().st_size for e in saved)
+    assert all(0 <= e.get("save_s", 0) < 60 for e in saved)
+
+
+def test_save_seconds_come_from_the_saver_mindformers_start_times_or_the_file_mtime(tmp_path):
+    import os
+    import time
+
+    from trainer_hooks.callback import checkpoint_facts
+
+    path = tmp_path / "a.ckpt"
+    path.write_bytes(b"x" * 10)
+    os.utime(path, (1000.0, 1000.0))
+
+    class Bundled:
+        latest_ckpt_save_s = 0.25
+
+    class MindFormers:            # CheckpointMonitor.save_info_list[step]["ckpt"]["save_start_time"]
+        save_info_list = {5: {"ckpt": {"save_start_time": 997.0, "ckpt_file_path": None}}}
+
+    class Plain:
+        pass
+
+    assert checkpoint_facts(Bundled(), str(path), 0.0) == (10, 0.25)
+    assert checkpoint_facts(MindFormers(), str(path), 0.0) == (10, 3.0)
+    assert checkpoint_facts(Plain(), str(path), 999.5) == (10, 0.5)
+    assert checkpoint_facts(Plain(), str(path), time.time()) == (10, None)   # saved before it
+    assert checkpoint_facts(Plain(), str(tmp_path / "gone.ckpt"), 0.0) == (None, None)
 
 
 def test_a_missing_run_dir_is_refused_at_construction_with_the_expected_form():

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import Iterable, List, Optional
 
 _NAME = re.compile(r"^step-(\d{8})\.ckpt$")
 
@@ -41,8 +42,10 @@ def saved(run_dir: Path, rank: int) -> List[Path]:
     return sorted(p for p in base.iterdir() if _NAME.match(p.name))
 
 
-def save(cell, run_dir: Path, rank: int, step: int, data_offset: int, keep: int) -> Path:
-    """Write the checkpoint of ``step`` (temp file, then rename) and prune to the last ``keep``."""
+def save(cell, run_dir: Path, rank: int, step: int, data_offset: int, keep: int,
+         protected: Iterable[str] = ()) -> Path:
+    """Write the checkpoint of ``step`` (temp file, then rename) and prune to the last ``keep``
+    (``protected`` real paths are never pruned)."""
     import mindspore as ms
 
     target = path_for(run_dir, rank, step)
@@ -50,7 +53,10 @@ def save(cell, run_dir: Path, rank: int, step: int, data_offset: int, keep: int)
     tmp = target.with_name(f".{target.stem}.{os.getpid()}.tmp.ckpt")
     ms.save_checkpoint(cell, str(tmp), append_dict={"step": int(step), "data_offset": int(data_offset)})
     os.replace(tmp, target)
+    kept = set(protected)
     for old in saved(run_dir, rank)[:-keep] if keep > 0 else []:
+        if os.path.realpath(old) in kept:
+            continue
         try:
             old.unlink()
         except OSError:
@@ -58,11 +64,12 @@ def save(cell, run_dir: Path, rank: int, step: int, data_offset: int, keep: int)
     return target
 
 
-def restore(cell, run_dir: Path, rank: int) -> Optional[Restored]:
-    """Load the newest checkpoint of ``rank`` into ``cell``; None when there is none."""
+def restore(cell, run_dir: Path, rank: int, path: Optional[str] = None) -> Optional[Restored]:
+    """Load ``path``, else the newest checkpoint of ``rank``, into ``cell``; None when there is
+    none."""
     import mindspore as ms
 
-    files = saved(run_dir, rank)
+    files = [Path(path)] if path else saved(run_dir, rank)
     if not files:
         return None
     params = ms.load_checkpoint(str(files[-1]))
@@ -102,7 +109,7 @@ def load_weights(network, path: str, skip_block: Optional[int] = None) -> int:
 
 
 def make_callback(cell, run_dir: Path, rank: int, every: int, keep: int, samples_per_step: int,
-                  last_step: int):
+                  last_step: int, protected: Iterable[str] = ()):
     """A callback saving every ``every`` steps and at ``last_step``, exposing ``latest_ckpt_file_name``."""
     from mindspore.train import Callback
 
@@ -112,11 +119,15 @@ def make_callback(cell, run_dir: Path, rank: int, every: int, keep: int, samples
         def __init__(self) -> None:
             super().__init__()
             self.latest_ckpt_file_name = ""
+            self.latest_ckpt_save_s = 0.0        # read by the hooks' checkpoint event
+            self.last_step = last_step
 
         def on_train_step_end(self, run_context) -> None:
             step = int(run_context.original_args().cur_step_num)
-            if step % every == 0 or step == last_step:
-                path = save(cell, run_dir, rank, step, step * samples_per_step, keep)
+            if step % every == 0 or step == self.last_step:
+                began = time.perf_counter()
+                path = save(cell, run_dir, rank, step, step * samples_per_step, keep, protected)
+                self.latest_ckpt_save_s = time.perf_counter() - began
                 self.latest_ckpt_file_name = str(path)
 
     return CheckpointSaver()

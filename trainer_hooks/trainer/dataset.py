@@ -22,7 +22,8 @@ class WindowSource:
 
     def __init__(self, ids: np.ndarray, seq_length: int, samples_per_step: int, start_step: int,
                  steps: int, seed: int, rank: int = 0, world: int = 1,
-                 corrupt: Optional[Corruptor] = None) -> None:
+                 corrupt: Optional[Corruptor] = None,
+                 batch_of: Optional[Callable[[int], int]] = None) -> None:
         self.ids, self.seq_length = ids, seq_length
         self.window = seq_length + 1
         self.n_windows = (len(ids) - 1) // seq_length
@@ -31,6 +32,8 @@ class WindowSource:
         self.samples_per_step, self.start_step, self.steps = samples_per_step, start_step, steps
         self.seed, self.rank, self.world = seed, rank, world
         self.corrupt = corrupt
+        #: step -> the data batch it reads (skipped batches left out); identity by default
+        self.batch_of = batch_of or (lambda step: step)
         self._cached = (-1, np.empty(0, dtype=np.int64))   # (epoch, permutation), swapped atomically
 
     def __len__(self) -> int:
@@ -54,11 +57,12 @@ class WindowSource:
     def __getitem__(self, index: int):
         local_step, within = divmod(int(index), self.samples_per_step)
         step = self.start_step + local_step + 1           # 1-based optimizer step this sample feeds
+        batch = self.batch_of(step)
         if self.corrupt is not None:
-            bad = self.corrupt(step, within)
+            bad = self.corrupt(batch, within)
             if bad is not None:
                 return (np.asarray(bad, dtype=np.int32),)
-        return (self.sample((step - 1) * self.samples_per_step + within),)
+        return (self.sample((batch - 1) * self.samples_per_step + within),)
 
 
 class Sleeper:

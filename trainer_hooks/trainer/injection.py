@@ -32,6 +32,10 @@ training run, so the signals the hooks record are what the fault really does:
 - ``frozen-layer:L``: decoder block L is left out of the optimizer (its weights stay at init).
 - ``skip-load:L``: with ``--init-from CKPT``, block L's keys are skipped when loading.
 - ``vocab-mismatch``: the embedding has fewer rows than the tokenizer's vocabulary.
+- ``bad-data@S:N``: the N consecutive batches of the data stream from the one step S reads are
+  garbage (the corrupt shard's rare tokens): the loss jumps and stays up for many steps. The
+  garbage belongs to the data, so a run that skips those batches (``skip_batches``, a
+  ``rollback``) never reads it again.
 
 Parsing is standard library only (the CLI front end uses it without MindSpore).
 """
@@ -49,7 +53,7 @@ from trainer_hooks.wire import STOP_FILE
 
 FORMS = ("nan@STEP", "spike@STEP", "periodic@K", "stall@STEP", "slow-data@MS", "lr-high",
          "loss-scale-low", "leak[@MB]", "hang@STEP", "accum-mismatch", "grad-layer@STEP:L",
-         "nan-layer@STEP:L", "frozen-layer:L", "skip-load:L", "vocab-mismatch")
+         "nan-layer@STEP:L", "frozen-layer:L", "skip-load:L", "vocab-mismatch", "bad-data@STEP:N")
 
 #: name -> (argument required?, argument allowed?, minimum value)
 _KINDS: Dict[str, tuple] = {
@@ -57,6 +61,7 @@ _KINDS: Dict[str, tuple] = {
     "stall": (True, True, 1), "slow-data": (True, True, 1), "hang": (True, True, 1),
     "leak": (False, True, 1), "lr-high": (False, False, 0), "loss-scale-low": (False, False, 0),
     "accum-mismatch": (False, False, 0), "vocab-mismatch": (False, False, 0),
+    "bad-data": (True, True, 1),
 }
 _FORM = re.compile(r"^(?P<name>[a-z-]+)(?:@(?P<arg>[^@,]*))?$")
 #: Faults aimed at one decoder block: ``name@STEP:L`` or ``name:L``.
@@ -95,6 +100,7 @@ class Injections:
     frozen_layer: Optional[int] = None
     skip_load: Optional[int] = None
     vocab_mismatch: bool = False
+    bad_data: Optional[tuple] = None        # (first data batch, batches)
     spec: str = ""
 
     def __bool__(self) -> bool:
@@ -114,6 +120,8 @@ class Injections:
             value = getattr(self, name)
             if value is not None:
                 found[name.replace("_", "-")] = list(value) if isinstance(value, tuple) else value
+        if self.bad_data is not None:
+            found["bad-data"] = {"step": self.bad_data[0], "batches": self.bad_data[1]}
         return found
 
     def blocks(self) -> List[int]:
@@ -164,6 +172,11 @@ def parse(spec: str) -> Injections:
             value = LEAK_DEFAULT_MB if name == "leak" else True
         elif not allowed:
             raise _fail(item, f"{name} takes no @argument")
+        elif name == "bad-data":
+            first, _, count = arg.partition(":")
+            if not (first.isdigit() and count.isdigit() and int(first) >= 1 and int(count) >= 1):
+                raise _fail(item, f"expected STEP:N (integers >= 1) after '@', got {arg!r}")
+            value = (int(first), int(count))
         elif not arg.isdigit() or int(arg) < minimum:
             raise _fail(item, f"expected an integer >= {minimum} after '@', got {arg!r}")
         else:
@@ -187,10 +200,13 @@ class CorruptShard:
             pool = pool[np.argsort(counts[2:vocab_size], kind="stable")][:max(1, vocab_size // 10)]
         self.tokens = rng.choice(pool, size=(windows, window)).astype(np.int32)
         self.spike, self.period = injections.spike, injections.periodic
+        self.bad = injections.bad_data
 
     def __call__(self, step: int, within: int) -> Optional[np.ndarray]:
-        """The replacement window for sample ``within`` of step ``step``, or None (keep the real one)."""
-        hit = (step == self.spike) or (self.period is not None and step % self.period == 0)
+        """The replacement window for sample ``within`` of data batch ``step`` (the batch step
+        ``step`` reads when nothing is skipped), or None (keep the real one)."""
+        hit = (step == self.spike) or (self.period is not None and step % self.period == 0) or (
+            self.bad is not None and self.bad[0] <= step < self.bad[0] + self.bad[1])
         if not hit:
             return None
         return self.tokens[(step * 7 + within) % len(self.tokens)]

@@ -34,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--inject", default="", metavar="SPEC",
         help="comma-separated faults: nan@STEP, spike@STEP, periodic@K, stall@STEP, slow-data@MS, "
              "lr-high, loss-scale-low, leak[@MB], hang@STEP, accum-mismatch, grad-layer@STEP:L, "
-             "nan-layer@STEP:L, frozen-layer:L, skip-load:L (with --init-from), vocab-mismatch")
+             "nan-layer@STEP:L, frozen-layer:L, skip-load:L (with --init-from), vocab-mismatch, "
+             "bad-data@STEP:N")
     add("--inject-rank", type=int, metavar="N",
         help="inject the faults on rank N only (default: every rank), as when one device goes bad")
     add("--no-hooks", action="store_true", help="train without msdoctor's callback")

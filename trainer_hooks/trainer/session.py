@@ -14,7 +14,7 @@ from mindspore.train import Callback, Model
 from trainer_hooks import probes
 from trainer_hooks.cell import DoctorTrainOneStepCell
 from trainer_hooks.layers import layer_of
-from trainer_hooks.trainer import checkpoint, dataset, injection, model, schedule
+from trainer_hooks.trainer import checkpoint, control, dataset, injection, model, schedule
 from trainer_hooks.trainer.plan import (
     ADAM_BETAS,
     CLIP_NORM,
@@ -158,14 +158,20 @@ class Session:
         return cell
 
     def run(self) -> int:
-        plan, args, inj = self.plan, self.args, self.args.injections
+        plan, args = self.plan, self.args
         cell = self.build_cell()
         calls_total = plan.steps * plan.cell_calls_per_step
-        start = 0
+        self.data_map = control.DataMap()
+        self.doctor = None
+        self.control = control.Control(str(plan.run_dir), self.config["run"], self.data_map,
+                                       self._record)
+        start, loaded = 0, None
         if args.resume:
+            began = time.perf_counter()
             restored = checkpoint.restore(cell, plan.run_dir, plan.rank)
             if restored is not None:
                 start = restored.step
+                loaded = (restored.step, str(restored.path), time.perf_counter() - began)
                 print(f"resumed from {restored.path} at step {start} "
                       f"(data offset {restored.data_offset} samples)", flush=True)
             else:
@@ -174,43 +180,79 @@ class Session:
             print(f"nothing to do: the run is at step {start} of {calls_total}", flush=True)
             return 0
         if args.init_from:
-            skipped = checkpoint.load_weights(self.network, args.init_from, inj.skip_load)
+            skip = args.injections.skip_load
+            skipped = checkpoint.load_weights(self.network, args.init_from, skip)
             print(f"initialised from {args.init_from}" +
-                  (f" ({skipped} keys of block {inj.skip_load} skipped)" if skipped else ""),
+                  (f" ({skipped} keys of block {skip} skipped)" if skipped else ""),
                   flush=True)
-        samples = plan.samples_per_call
-        window = plan.preset.seq_length + 1
-        corrupt = None
-        if inj.spike or inj.periodic:
-            counts = np.bincount(self.token_file.ids, minlength=plan.preset.vocab_size)
-            corrupt = injection.CorruptShard(inj, plan.preset.vocab_size, window, args.seed, counts)
+        self.control.poll(start)             # batches skipped before a restart stay skipped
         end = min(calls_total, start + args.stop_after) if args.stop_after else calls_total
+        callbacks = self._callbacks(cell, start, end, calls_total)
+        steering = control.make_callback(self.control, self.schedule)
+        callbacks.insert(1, steering)
+        while True:
+            if loaded is not None and self.doctor is not None:
+                self.doctor.note_load(*loaded)
+            callbacks[0] = StepOrigin(start)
+            print(f"training {plan.preset.name} ({self.config['params']:,} params, {plan.precision}, "
+                  f"seq {plan.preset.seq_length}, batch {plan.micro_batch}x{plan.grad_accum}) "
+                  f"steps {start + 1}..{end} of {calls_total} -> {plan.run_dir}", flush=True)
+            Model(cell).train(1, self._data(start, end), callbacks=callbacks,
+                              dataset_sink_mode=False)
+            rollback = self.control.rollback
+            if rollback is None or steering.stopped_at is None:
+                return 0
+            began = time.perf_counter()
+            restored = checkpoint.restore(cell, plan.run_dir, plan.rank, path=rollback.checkpoint)
+            assert restored is not None
+            loaded = (restored.step, str(restored.path), time.perf_counter() - began)
+            self.control.done_rollback(steering.stopped_at)
+            start, steering.stopped_at = restored.step, None
+            callbacks = [c for c in callbacks if c is not self.monitor]
+
+    def _record(self, action: str, reason: str, alert, step) -> None:
+        print(f"msdoctor action {action} at step {step}: {reason}", flush=True)
+        if self.doctor is not None:
+            self.doctor.record_action(action, reason, alert, step)
+
+    def _data(self, start: int, end: int):
+        plan, args, inj = self.plan, self.args, self.args.injections
+        samples = plan.samples_per_call
+        corrupt = None
+        if inj.spike or inj.periodic or inj.bad_data:
+            counts = np.bincount(self.token_file.ids, minlength=plan.preset.vocab_size)
+            corrupt = injection.CorruptShard(inj, plan.preset.vocab_size,
+                                             plan.preset.seq_length + 1, args.seed, counts)
         source = dataset.WindowSource(self.token_file.ids, plan.preset.seq_length, samples, start,
-                                      end - start, args.seed, plan.rank, plan.world, corrupt)
-        pace = injection.LoaderPace(inj.slow_data) if inj.slow_data else None
-        data = dataset.build(source, samples, args.workers, slow_ms=pace or 0)
-        callbacks = [StepOrigin(start)]
+                                      end - start, args.seed, plan.rank, plan.world, corrupt,
+                                      batch_of=self.data_map.batch)
+        return dataset.build(source, samples, args.workers, slow_ms=self.pace or 0)
+
+    def _callbacks(self, cell, start: int, end: int, calls_total: int) -> list:
+        plan, args, inj = self.plan, self.args, self.args.injections
+        samples = plan.samples_per_call
+        self.pace = injection.LoaderPace(inj.slow_data) if inj.slow_data else None
+        callbacks: list = [StepOrigin(start)]
         if inj:
             callbacks.append(injection.make_callback(inj, self.network, self.schedule,
-                                                     str(plan.run_dir), args.hang_timeout, pace,
+                                                     str(plan.run_dir), args.hang_timeout, self.pace,
                                                      self.switches))
         if not args.no_hooks:
             from trainer_hooks.callback import DoctorCallback
 
-            callbacks.append(DoctorCallback(
+            self.doctor = DoctorCallback(
                 str(plan.run_dir), rank=plan.rank, world_size=plan.world, run=self.config["run"],
                 config=self.config, tokens_per_step=samples * plan.preset.seq_length,
                 grad_accum=plan.grad_accum, precision=plan.precision,
                 expect_tokens_per_s=args.expect_tokens_per_s,
                 expect={"hang_after_s": plan.hang_after_s}, update_every=args.update_every,
-                heartbeat_s=args.heartbeat_s))
+                heartbeat_s=args.heartbeat_s)
+            callbacks.append(self.doctor)
         callbacks.append(checkpoint.make_callback(cell, plan.run_dir, plan.rank, plan.save_every,
-                                                  args.keep, samples, end))
+                                                  args.keep, samples, end, self.control.protected))
+        self.monitor = None
         if start == 0:   # its step column counts within one Model.train: not on a resumed run
-            callbacks.append(model.loss_monitor(calls_total, samples * plan.world))
+            self.monitor = model.loss_monitor(calls_total, samples * plan.world)
+            callbacks.append(self.monitor)
         callbacks.append(ConsoleLog(args.log_every, calls_total, run_dir=str(plan.run_dir)))
-        print(f"training {plan.preset.name} ({self.config['params']:,} params, {plan.precision}, "
-              f"seq {plan.preset.seq_length}, batch {plan.micro_batch}x{plan.grad_accum}) "
-              f"steps {start + 1}..{end} of {calls_total} -> {plan.run_dir}", flush=True)
-        Model(cell).train(1, data, callbacks=callbacks, dataset_sink_mode=False)
-        return 0
+        return callbacks

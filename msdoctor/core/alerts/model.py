@@ -31,6 +31,13 @@ class Alert:
     #: The alert firing on the same rank that this one is a consequence of (root-cause
     #: grouping); such a transition is kept on record but not notified on its own.
     caused_by: Optional[str] = None
+    #: For a rule whose text names it: the last checkpoint saved before the anomaly began
+    #: (``step``, ``path``...), or None when none is known.
+    checkpoint: Optional[Dict[str, Any]] = None
+    #: What a control action did (``msdoctor.core.alerts.actions``), recorded in the journal.
+    action_taken: Optional[Dict[str, Any]] = None
+    #: The rule names a checkpoint (``{{ $checkpoint }}``): the record says which, or null.
+    names_checkpoint: bool = False
     #: Why an alert ended other than by its condition (``run ended``), else None.
     reason: Optional[str] = None
 
@@ -48,6 +55,10 @@ class Alert:
             d["action"] = self.action
         if self.caused_by:
             d["caused_by"] = self.caused_by
+        if self.action_taken is not None:
+            d["action_taken"] = dict(self.action_taken)
+        if self.checkpoint is not None or self.names_checkpoint:
+            d["checkpoint"] = None if self.checkpoint is None else dict(self.checkpoint)
         if self.reason:
             d["reason"] = self.reason
         return d

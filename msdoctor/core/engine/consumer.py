@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Sequence
 
+from msdoctor.core.alerts.actions import ActionRequester
 from msdoctor.core.alerts.journal import AlertJournal, Replayed
 from msdoctor.core.alerts.model import Alert
 from msdoctor.core.alerts.stop import write_stop_request
@@ -61,7 +62,8 @@ class EngineConsumer(Engine):
                  clock: Callable[[], float] | None = None) -> None:
         self.journal = AlertJournal(run_dir)
         self.stopper = StopRequester(run_dir)
-        sinks: List[Sink] = [self.journal, self.stopper]
+        self.actions = ActionRequester(run_dir) if clock is None else ActionRequester(run_dir, clock)
+        sinks: List[Sink] = [self.actions, self.journal, self.stopper]   # actions noted, then journalled
         if log_transitions:
             sinks.append(log_alert)
         sinks.extend(extra_sinks)
@@ -84,10 +86,12 @@ class EngineConsumer(Engine):
         pending = [[offset, list(key)] for key, offsets in self.replayed.offsets.items()
                    for offset in offsets]
         state["journal"] = {"offset": self.journal.size(), "pending": pending}
+        state["rollbacks"] = self.actions.state_dict()
         return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         super().load_state_dict(state)
+        self.actions.load_state_dict(state.get("rollbacks") if isinstance(state, dict) else None)
         journal = state.get("journal") if isinstance(state, dict) else None
         if not isinstance(journal, dict):
             return

@@ -48,6 +48,8 @@ class RankContext:
     firing: Dict[str, Optional[str]] = field(default_factory=dict)
     #: ... and the step where each of them became active.
     firing_since: Dict[str, Optional[int]] = field(default_factory=dict)
+    #: Checkpoints this rank saved, by step (``msdoctor.core.checkpoints``).
+    checkpoints: List[Dict[str, Any]] = field(default_factory=list)
 
     def note_time(self, t: Optional[float]) -> None:
         if t is None or (isinstance(t, float) and math.isnan(t)):

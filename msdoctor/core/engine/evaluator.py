@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set,
 
 import numpy as np
 
+from msdoctor.core import checkpoints
 from msdoctor.core.alerts.model import Alert
 from msdoctor.core.batch import StepBatch, columnize
 from msdoctor.core.engine.causes import CauseGraph
@@ -154,6 +155,8 @@ class Engine:
                 self.layers.note_start(ctx.run.run, ctx.rank, event)
             elif kind == "layers":
                 self.layers.note(ctx.run.run, ctx.rank, event)
+            elif kind == "checkpoint":
+                checkpoints.note(ctx.checkpoints, event)
             self._back(ctx)
             ctx.note_time(event.get("t"))
         return ends
@@ -386,15 +389,17 @@ class Engine:
             ctx.firing_since[rule.alert] = first
         elif state == "resolved":
             ctx.firing_since.pop(rule.alert, None)
+        good = checkpoints.last_before(ctx.checkpoints, first) if cr.names_checkpoint else None
         scope = {"value": value, "step": step, "first_step": first, "run": run,
-                 "labels": labels, "values": values}
+                 "labels": labels, "values": values, "checkpoint": checkpoints.describe(good)}
         annotations = {k: tpl.render(scope) for k, tpl in rule.templates.items()}
         alert = Alert(alert=rule.alert, state=state, severity=rule.severity, run=run,
                       rank=ctx.rank, step=step, first_step=first, value=value, t=t,
                       summary=annotations.get("summary", ""), cause=annotations.get("cause", ""),
                       fix=annotations.get("fix", ""), runbook_url=annotations.get("runbook_url", ""),
                       labels=labels, annotations=annotations, values=values, action=rule.action,
-                      caused_by=caused_by, reason=reason)
+                      caused_by=caused_by, reason=reason, checkpoint=good,
+                      names_checkpoint=cr.names_checkpoint)
         self.transitions += 1
         if self.already_notified(alert):
             return alert
@@ -431,6 +436,7 @@ class Engine:
                     "last_step": ctx.last_step, "last_t": ctx.last_t,
                     "last_step_t": ctx.last_step_t, "first_event_t": ctx.first_event_t,
                     "last_event_t": ctx.last_event_t, "running": ctx.running,
+                    "checkpoints": pack(ctx.checkpoints),
                     "gone": ctx.gone, "heard_t": ctx.heard_t,
                 }
             runs[name] = {"config": pack(rc.config), "expect": pack(rc.expect),
@@ -468,6 +474,8 @@ class Engine:
                               {k: None for k, st in ctx.alerts.items() if st.state == FIRING})
                 since = rs.get("firing_since")
                 ctx.firing_since = dict(since) if isinstance(since, dict) else {}
+                saved_checkpoints = rs.get("checkpoints")
+                ctx.checkpoints = unpack(saved_checkpoints) if isinstance(saved_checkpoints, list) else []
                 for attr in ("last_step", "last_t", "last_step_t", "first_event_t",
                              "last_event_t", "running", "gone", "heard_t"):
                     if attr in rs:

@@ -9,7 +9,7 @@ from msdoctor.core.engine.nodes import Node
 from msdoctor.core.engine.templates import Template
 
 SEVERITIES = ("info", "warning", "critical")
-ACTIONS = ("stop_training",)
+ACTIONS = ("stop_training", "skip_batches", "lower_lr", "rollback", "protect_checkpoint")
 #: Labels every alert gets from the engine; a rule may not set them.
 ENGINE_LABELS = ("alertname", "rank", "run")
 #: Labels the engine adds where per-layer signals localise an alert (``msdoctor.core.layers``).

@@ -29,6 +29,11 @@ class CompiledRule:
     values: Dict[str, int] = field(default_factory=dict)
     uses: Tuple[int, ...] = ()              # every operator it depends on
 
+    @property
+    def names_checkpoint(self) -> bool:
+        """Its annotations name the last good checkpoint (``{{ $checkpoint }}``)."""
+        return any(ref.ref == "checkpoint" for t in self.rule.templates.values() for ref in t.refs())
+
 
 class Program:
     """The operator list of a rule set plus, per rule, the indices of its roots."""

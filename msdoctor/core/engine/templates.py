@@ -10,11 +10,12 @@ from msdoctor.core.format import humanize, humanize_duration, humanize_percentag
 from msdoctor.wire.errors import MsdoctorError
 
 _SUBST = re.compile(r"\{\{(.*?)\}\}", re.S)
-_REF = re.compile(r"\$(value|step|first_step|run|labels\.([A-Za-z_][A-Za-z0-9_]*)"
+_REF = re.compile(r"\$(value|step|first_step|run|checkpoint|labels\.([A-Za-z_][A-Za-z0-9_]*)"
                   r"|values\.([A-Za-z_][A-Za-z0-9_]*))\Z")
 _PRINTF = re.compile(r'printf\s+"(%(?:\.\d{1,2})?[gfe]|%d|%s)"\Z')
 FILTERS = ("humanize", "humanizeDuration", "humanizePercentage")
-FORMS = ('{{ $value }}, {{ $step }}, {{ $first_step }}, {{ $run }}, {{ $labels.NAME }}, '
+FORMS = ('{{ $value }}, {{ $step }}, {{ $first_step }}, {{ $run }}, {{ $checkpoint }}, '
+         '{{ $labels.NAME }}, '
          '{{ $values.NAME }}, optionally with | printf "%.3g", | humanize, | humanizeDuration '
          'or | humanizePercentage')
 
@@ -28,7 +29,7 @@ class TemplateError(MsdoctorError, ValueError):
 
 @dataclass(frozen=True)
 class Ref:
-    ref: str                       # value | step | first_step | run | labels.X | values.X
+    ref: str                # value | step | first_step | run | checkpoint | labels.X | values.X
     fmt: Optional[str] = None      # printf format
     filter: Optional[str] = None   # humanize...
 
@@ -44,7 +45,7 @@ class Template:
         return [p for p in self.parts if isinstance(p, Ref)]
 
     def render(self, scope: Dict[str, Any]) -> str:
-        """``scope``: value, step, first_step, run, labels (dict), values (dict)."""
+        """``scope``: value, step, first_step, run, checkpoint (text), labels (dict), values (dict)."""
         out = []
         for part in self.parts:
             if isinstance(part, str):

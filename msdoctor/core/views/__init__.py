@@ -16,6 +16,13 @@ from msdoctor.core.views.alert_views import (
                                              alert_history,
                                              alerts,
 )
+from msdoctor.core.views.checkpoint_views import (
+                                             CheckpointsView,
+                                             CheckpointView,
+                                             GoodputView,
+                                             checkpoints,
+                                             goodput,
+)
 from msdoctor.core.views.overview_view import (
                                              MAX_SPARK_POINTS,
                                              OverviewView,
@@ -50,7 +57,8 @@ from msdoctor.core.views.series_views import (
 )
 
 __all__ = [
-    "AlertCounts", "AlertHistoryView", "AlertsView", "AlertSource", "AlertView", "Deliverer",
+    "AlertCounts", "AlertHistoryView", "CheckpointsView", "CheckpointView", "checkpoints",
+    "GoodputView", "goodput", "AlertsView", "AlertSource", "AlertView", "Deliverer",
     "DeliveryView", "MAX_POINTS_LIMIT", "MAX_SPARK_POINTS", "NotFound", "OverviewView",
     "RankDetail", "RankSeriesView", "RanksView", "RankView", "RunSeriesView", "RunsView",
     "RunView", "SeriesView", "SparkView", "StatusView", "StepRange", "alert_history", "alerts",

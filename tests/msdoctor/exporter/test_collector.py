@@ -127,3 +127,14 @@ def test_promtool_check_metrics_finds_nothing_to_complain_about(sidecar):
                          input=render(collector.families(), LabelCache()), capture_output=True,
                          timeout=60)
     assert (out.returncode, out.stdout, out.stderr) == (0, b"", b"")
+
+
+def test_goodput_and_badput_by_cause_are_exposed_per_run(sidecar):
+    body = render(StoreCollector(sidecar.store, Alerts([])).families(), LabelCache()).decode()
+    goodput = sidecar.store.runs['run "a"'].goodput.summary()
+    ratio = [line for line in body.splitlines() if line.startswith("msdoctor_goodput_ratio{")]
+    assert len(ratio) == 1 and float(ratio[0].split()[-1]) == pytest.approx(goodput["ratio"])
+    causes = {line.split('cause="')[1].split('"')[0] for line in body.splitlines()
+              if line.startswith("msdoctor_badput_seconds_total{")}
+    assert causes == {"startup", "data_wait", "checkpoint", "hang", "downtime", "redone",
+                      "evaluation"}

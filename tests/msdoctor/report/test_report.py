@@ -100,3 +100,30 @@ def test_a_tree_with_a_rank_that_crashed_before_its_first_step_lists_the_rank_it
     assert "<td>1</td><td>0</td>" in ranks
     assert "crashed before its first step: Malloc device memory failed" in ranks
     assert "rank_1/error.log:1" in ranks and "Hint: out of memory" in ranks
+
+
+def test_a_spool_with_checkpoints_and_a_nan_lists_them_with_the_poisoned_marked_and_the_goodput(tmp_path):
+    from msdoctor.wire import encode, make
+
+    run_dir = tmp_path / "run"
+    (run_dir / "events").mkdir(parents=True)
+    with open(run_dir / "events" / "rank-0.jsonl", "wb") as fh:
+        fh.write(encode(make("run_start", 0, t=0.0, run="r")))
+        for step in range(1, 101):
+            loss = float("nan") if step >= 55 else 3.0 - step / 100
+            fh.write(encode(make("step", 0, run="r", step=step, t=step * 0.25, loss=loss,
+                                 step_time_s=0.25, data_wait_s=0.05)))
+            if step % 20 == 0:
+                fh.write(encode(make("checkpoint", 0, run="r", step=step, t=step * 0.25,
+                                     path=f"ck/step-{step}.ckpt", save_s=0.01)))
+    out = tmp_path / "r.html"
+    done = subprocess.run([sys.executable, "-m", "msdoctor", "report", str(run_dir), "-o", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    html = out.read_text(encoding="utf-8")
+    assert "Last good checkpoint: step 40 (ck/step-40.ckpt)" in html
+    rows = re.findall(r"<tr><td>0</td><td>(\d+)</td><td>(.*?)</td>", html)
+    states = {int(step): re.sub(r"<[^>]+>", "", state) for step, state in rows}
+    assert states == {20: "ok", 40: "last good", 60: "poisoned (LossNonFinite)",
+                      80: "poisoned (LossNonFinite)", 100: "poisoned (LossNonFinite)"}
+    assert "<h2>Goodput</h2>" in html and "<th>data wait</th>" in html

@@ -70,8 +70,19 @@ def chart_data(ranks: Tuple[int, ...] = (5,)) -> ChartData:
     return ChartData(ranks=ranks, series=series, markers=((120, "LossNonFinite", "critical"),))
 
 
+def checkpoint_list() -> tuple:
+    """Rank 0 saved every 100 steps; the NaN began at step 450: 400 is the last good one."""
+    from msdoctor.core.views import CheckpointView
+
+    return tuple(CheckpointView(rank=0, step=s, path=f"runs/a/checkpoints/rank-0/step-{s:08d}.ckpt",
+                                size_bytes=11415223, save_s=0.14,
+                                poisoned_by="LossNonFinite" if s >= 450 else None,
+                                last_good=s == 400) for s in (300, 400, 500, 600))
+
+
 def snapshot(n_ranks: int = 8, alerts: bool = True, charts: Optional[Tuple[int, ...]] = None,
-             source: str = "http://127.0.0.1:9089") -> Reading:
+             source: str = "http://127.0.0.1:9089", goodput: Optional[float] = None,
+             checkpoints: bool = False) -> Reading:
     """A run of ``n_ranks``: rank 5 has a NaN loss (firing), rank 3 is slow (pending)."""
     active = (NAN_ALERT, SLOW_ALERT) if alerts else ()
     rows = judge([rank_row(r, nan=(r == 5), slow=(r == 3), active=active)
@@ -83,7 +94,9 @@ def snapshot(n_ranks: int = 8, alerts: bool = True, charts: Optional[Tuple[int, 
                      eta_s=439.5, firing=sum(a.state == "firing" for a in active),
                      pending=sum(a.state == "pending" for a in active),
                      statuses={"running": n_ranks}, precision="fp16",
-                     worst_rank=bad.rank if bad and bad.health != "ok" else None)
+                     worst_rank=bad.rank if bad and bad.health != "ok" else None,
+                     goodput=goodput)
     return Reading(source=source, runs=("run-a",), run=run, ranks=tuple(rows), active=active,
                     resolved=(OLD_ALERT,) if alerts else (),
-                    charts=chart_data(charts) if charts else None)
+                    charts=chart_data(charts) if charts else None,
+                    checkpoints=checkpoint_list() if checkpoints else None)

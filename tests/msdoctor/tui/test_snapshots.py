@@ -68,3 +68,14 @@ def test_help_fits_an_80x24_terminal(snap_compare):
         await pilot.press("question_mark")
         await pilot.pause()
     assert snap_compare(make_app(), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_the_checkpoints_pane_marks_the_poisoned_and_the_last_good_one(snap_compare):
+    app = DoctorApp(FixedSource(lambda request: snapshot(goodput=0.72,
+                                                         checkpoints=request.checkpoints)),
+                    poll=False)
+
+    async def run_before(pilot):
+        await pilot.press("5")
+        await loaded(pilot)
+    assert snap_compare(app, terminal_size=(110, 24), run_before=run_before)

@@ -117,7 +117,7 @@ def test_make_leaves_out_fields_that_are_none():
 
 def test_every_event_type_built_with_make_round_trips():
     required = {"step": {"step": 1}, "checkpoint": {"step": 1}, "run_end": {"status": "completed"},
-                "stop": {"reason": "LossNonFinite"},
+                "stop": {"reason": "LossNonFinite"}, "action": {"action": "rollback"},
                 "layers": {"step": 1, "names": ["embedding", "layers.0"], "grad_norm": [1.0, None]}}
     for kind in EVENT_TYPES:
         event = make(kind, 0, t=1.5, **required.get(kind, {}))

@@ -31,7 +31,8 @@ def replay(run_dir: Path) -> list:
     assert done.returncode in (0, 1), done.stderr[-2000:]
     data = json.loads(done.stdout)
     return [{"alertname": a["alert"], "severity": a["severity"], "rank": a["rank"],
-             "step": a["step"]} for a in data["alerts"]]
+             "step": a["step"], "checkpoint": a.get("checkpoint"), "fix": a.get("fix", "")}
+            for a in data["alerts"]]
 
 
 _replayed = {}
@@ -47,6 +48,20 @@ def alerts(runs, name: str) -> list:
 def fired(runs, run: str, name: str) -> list:
     return sorted(a["step"] for a in alerts(runs, run) if a["alertname"] == name
                   and a["step"] is not None)
+
+
+@pytest.mark.parametrize("run, alert, good", [
+    ("nan", "LossNonFinite", 20),                    # saves every 10 steps, the NaN from 30
+    ("nan", "GradNormNonFinite", 20),
+    ("spike-slow", "LossSpike", 200),                # saves every 50, the spike at 210
+    ("stall", "UpdatesStalled", 50),                 # the stall from 60
+])
+def test_the_alert_names_the_last_checkpoint_saved_before_the_fault(runs, run, alert, good):
+    hits = [a for a in alerts(runs, run) if a["alertname"] == alert]
+    assert hits, f"{alert} did not fire on {run}"
+    path = str(runs[run] / "checkpoints" / "rank-0" / f"step-{good:08d}.ckpt")
+    assert hits[0]["checkpoint"]["step"] == good and hits[0]["checkpoint"]["path"] == path
+    assert f"Last good checkpoint: step {good} ({path})." in hits[0]["fix"]
 
 
 @pytest.mark.parametrize("run, alert, first, last", [

@@ -33,7 +33,14 @@ def test_a_clean_run_writes_the_spool_the_config_and_step_numbered_checkpoints(r
     assert events(run)[-1]["type"] == "run_end" and events(run)[-1]["status"] == "completed"
     ckpts = sorted(p.name for p in (run / "checkpoints" / "rank-0").iterdir())
     assert ckpts == ["step-00000100.ckpt", "step-00000150.ckpt", "step-00000200.ckpt"]
-    assert [e["step"] for e in events(run) if e["type"] == "checkpoint"] == [50, 100, 150, 200]
+    saves = [e for e in events(run) if e["type"] == "checkpoint"]
+    assert [e["step"] for e in saves] == [50, 100, 150, 200]
+    for e in saves[-3:]:                       # size and save time of each file still there
+        path = run / "checkpoints" / "rank-0" / f"step-{e['step']:08d}.ckpt"
+        assert e["path"] == str(path) and e["size_bytes"] == path.stat().st_size
+        assert 0 < e["save_s"] < 60
+    assert isinstance(events(run)[0]["process_t"], float) and \
+        events(run)[0]["process_t"] <= events(run)[0]["t"]
 
 
 def test_the_clean_run_learns_with_warmup_then_cosine_and_clipping(runs):

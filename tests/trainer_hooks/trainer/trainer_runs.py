@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -149,7 +149,7 @@ class Runs:
         "half": ("--steps", "200", "--save-every", "50", "--stop-after", "100"),
         "clean-long": ("--steps", str(LONG), "--save-every", "10000"),
         "long": ("--steps", str(LONG), "--save-every", "10000", "--inject", "lr-high,leak@1"),
-        "nan": ("--steps", "40", "--inject", "nan@30"),
+        "nan": ("--steps", "40", "--save-every", "10", "--inject", "nan@30"),
         "spike-slow": ("--steps", "230", "--inject", "spike@210,slow-data@150"),
         "stall": ("--steps", "170", "--inject", "stall@60"),
         "periodic": ("--steps", "360", "--inject", "periodic@50"),
@@ -166,8 +166,13 @@ class Runs:
         # updates stalled from the start: the loss never falls (micro-batch 1: ~55 steps/s)
         "plateau": ("--steps", "2600", "--inject", "stall@1", "--micro-batch", "1",
                     "--workers", "1", "--save-every", "10000"),
+        # garbage data from step 30 and a 4 s hang at 42; LossSpike rolls back (its own rules)
+        "rollback": ("--steps", "50", "--save-every", "10", "--inject", "bad-data@30:5,hang@42",
+                     "--hang-timeout", "4", "--heartbeat-s", "0.5"),
     }
-    WITH_SIDECAR = ("hang",)
+    WITH_SIDECAR = ("hang", "rollback")
+    #: runs whose sidecar reads the shipped rules with one rule's action changed
+    RULE_ACTIONS = {"rollback": ("LossSpike", "rollback")}
     #: runs inside a memory cgroup (a container's memory limit): (limit in bytes, options).
     #: 8 MB a step leaked from ~0.9 GiB: 90 % of 1.5 GiB near step 60, the OOM killer later
     IN_CGROUP = {
@@ -208,7 +213,10 @@ class Runs:
                 ckpt = sorted((self[source] / "checkpoints" / "rank-0").glob("*.ckpt"))[-1]
                 train(run_dir, self.cache, "--init-from", str(ckpt), *argv, timeout=600)
             elif name in self.WITH_SIDECAR:
-                watched(run_dir, self.cache, *self.SPECS[name])
+                rules = None
+                if name in self.RULE_ACTIONS:
+                    rules = rules_with_action(self.base / f"{name}-rules", *self.RULE_ACTIONS[name])
+                watched(run_dir, self.cache, *self.SPECS[name], rules=rules)
             else:
                 done = train(run_dir, self.cache, *self.SPECS[name], timeout=600)
                 console(run_dir).write_text(done.stdout)
@@ -221,14 +229,27 @@ def console(run_dir: Path) -> Path:
     return run_dir.parent / f"{run_dir.name}.stdout"
 
 
-def watched(run_dir: Path, cache: Path, *argv: str) -> None:
+def rules_with_action(target: Path, alert: str, action: str) -> Path:
+    """A copy of the shipped rules where rule ``alert`` has ``action``."""
+    import shutil
+
+    shutil.copytree(ROOT / "rules", target, ignore=shutil.ignore_patterns("tests", "prometheus"))
+    for path in target.glob("*.yaml"):
+        marker = f"      - alert: {alert}\n"
+        text = path.read_text()
+        if marker in text:
+            path.write_text(text.replace(marker, marker + f"        action: {action}\n", 1))
+    return target
+
+
+def watched(run_dir: Path, cache: Path, *argv: str, rules: Optional[Path] = None) -> None:
     """Train with a real ``msdoctor serve`` sidecar on the run; its ``alerts.jsonl`` stays."""
     from tests.servers import sidecar, wait_until
 
     run_dir.mkdir(parents=True)
     workdir = run_dir.parent / f"{run_dir.name}-sidecar"
     workdir.mkdir()
-    with sidecar(run_dir, workdir):
+    with sidecar(run_dir, workdir, ["--no-default-rules", "--rules", str(rules)] if rules else []):
         train(run_dir, cache, *argv, timeout=600)
         # the sidecar has seen the run end once it resolves what fired (or after a few polls)
         try:

@@ -1,0 +1,85 @@
+"""Goodput from a scripted event stream whose every phase has a known length."""
+from __future__ import annotations
+
+import pytest
+
+from msdoctor.core.batch import columnize
+from msdoctor.core.goodput import Goodput
+from msdoctor.wire import make
+
+COMPUTE = 0.5
+
+
+def script():
+    """Process 1 starts at 0, trains from 10 (compile 5 s), steps 1..40 with a 2 s data wait on
+    steps 11-15, a 30 s hang on step 25, checkpoints at 20 (0.4 s) and 30; it dies after step 40
+    and, 60 s later, process 2 resumes from step 30 (a rollback: steps 31-40 redone)."""
+    events, t = [], 0.0
+    events.append(make("run_start", 0, run="r", t=10.0, process_t=0.0))
+    t = 10.0
+    for step in range(1, 41):
+        wait = 2.0 if 11 <= step <= 15 else 0.0
+        took = COMPUTE + (5.0 if step == 1 else 0.0) + (30.0 if step == 25 else 0.0)
+        save = 0.4 if step == 21 else 0.0     # the save of step 20 runs before step 21
+        t += wait + took + save
+        fields = {"data_wait_s": wait} if step > 1 else {}
+        events.append(make("step", 0, run="r", step=step, t=t, step_time_s=wait + took + save,
+                           loss=1.0, **fields))
+        if step in (20, 30):
+            events.append(make("checkpoint", 0, run="r", step=step, path=f"c{step}",
+                               save_s=0.4 if step == 20 else 0.0, t=t))
+    down = t + 60.0
+    events.append(make("run_start", 0, run="r", t=down + 8.0, process_t=down))
+    t = down + 8.0
+    events.append(make("checkpoint", 0, run="r", step=30, op="load", load_s=1.0, t=t))
+    events.append(make("checkpoint", 0, run="r", step=30, path="c30", t=t))   # a late repeat
+    t += 1.0
+    for step in range(31, 61):
+        took = COMPUTE + (5.0 if step == 31 else 0.0)
+        t += took
+        events.append(make("step", 0, run="r", step=step, t=t, step_time_s=took, loss=1.0))
+    truth = {"startup": 10.0 + 5.0 + 8.0 + 5.0, "data_wait": 10.0, "checkpoint": 1.4,
+             "hang": 30.0, "downtime": 60.0, "redone": 10 * COMPUTE, "evaluation": 0.0}
+    return events, truth, t
+
+
+def feed(goodput, events, cut):
+    """Feed ``events`` in chunks of ``cut`` as the spool tailer would."""
+    for a in range(0, len(events), cut):
+        part = events[a:a + cut]
+        steps = [e for e in part if e["type"] == "step"]
+        others = [e for e in part if e["type"] != "step"]
+        goodput.apply_chunk(0, part, others, columnize("r", 0, steps) if steps else None)
+
+
+@pytest.mark.parametrize("cut", [1, 7, 1000])
+def test_every_badput_bucket_matches_the_scripted_phases_however_the_stream_is_cut(cut):
+    events, truth, end = script()
+    goodput = Goodput()
+    feed(goodput, events, cut)
+    got = goodput.summary()
+    assert got["wall_s"] == pytest.approx(end)
+    for cause, seconds in truth.items():
+        assert got["badput_s"][cause] == pytest.approx(seconds, abs=0.02 * end), cause
+    assert got["productive_s"] == pytest.approx(60 * COMPUTE, abs=0.02 * end)
+    assert got["ratio"] == pytest.approx(got["productive_s"] / end)
+
+
+def test_a_lower_rank_replaces_the_account_and_a_higher_one_is_ignored():
+    goodput = Goodput()
+    goodput.apply(3, [make("run_start", 3, t=0.0)], None)
+    goodput.apply(0, [make("run_start", 0, t=5.0)], None)
+    goodput.apply(1, [make("run_start", 1, t=1.0)], None)
+    assert goodput.rank == 0 and goodput.first_t == 5.0
+
+
+def test_the_account_survives_a_snapshot():
+    events, _, _ = script()
+    whole, half = Goodput(), Goodput()
+    feed(whole, events, 5)
+    feed(half, events[:40], 5)
+    again = Goodput.from_state(half.state_dict())
+    feed(again, events[40:], 5)
+    got, want = again.summary(), whole.summary()
+    assert got["badput_s"] == pytest.approx(want["badput_s"])
+    assert (got["wall_s"], got["productive_s"]) == pytest.approx((want["wall_s"], want["productive_s"]))
