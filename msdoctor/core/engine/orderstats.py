@@ -9,7 +9,7 @@ Each anchor sorts its window once (a padded 2-D gather + ``np.sort``).
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Hashable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Hashable, List, Optional, Tuple
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -179,25 +179,34 @@ def window_bounds(S: np.ndarray, anchors: np.ndarray, n: int, m: int
     return lo, hi
 
 
+def window_statistic(node: WindowNode, frame: Frame, args: List[Out], state: Dict[str, Any],
+                     least: int, pick: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+                     ) -> Out:
+    """An order statistic of the window ``(step - n, step]`` (or its last ``least`` points):
+    ``pick(matrix, cnt, med)`` of the sorted anchor windows; a constant window is its value."""
+    n = node.n_steps
+    s = stride(n)
+    S, V, _ = gather(frame, args[0], state)
+    anchors, inverse = _anchored(frame.steps, s, before=False)
+    lo, hi = window_bounds(S, anchors, n, least)
+    value = constant(V, lo, hi)
+    if value is None:
+        key = ("windows", node.children[0].key, n, least)
+        out = pick(*anchor_windows(frame, key, V, lo, hi, anchors))[inverse]
+    else:                               # e.g. tokens per step: no windows to gather
+        out = np.where(hi > lo, value, np.nan)[inverse]
+    keep(state, S, V, frame, n + s, extra_before=least)
+    return out, args[0][1]
+
+
 class Median(WindowNode):
     """Median of the last n steps (or of the last m points, when those are more)."""
 
     name = "median"
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        n, m = self.n_steps, min_points(self)
-        s = stride(n)
-        S, V, _ = gather(frame, args[0], state)
-        anchors, inverse = _anchored(frame.steps, s, before=False)
-        lo, hi = window_bounds(S, anchors, n, m)
-        value = constant(V, lo, hi)
-        if value is None:
-            key = ("windows", self.children[0].key, n, m)
-            out = anchor_windows(frame, key, V, lo, hi, anchors)[2][inverse]
-        else:                               # e.g. tokens per step: no windows to gather
-            out = np.where(hi > lo, (value + value) / 2.0, np.nan)[inverse]
-        keep(state, S, V, frame, n + s, extra_before=m)
-        return out, args[0][1]
+        return window_statistic(self, frame, args, state, min_points(self),
+                                lambda matrix, cnt, med: med)
 
 
 def row_quantile(matrix: np.ndarray, cnt: np.ndarray, q: float) -> np.ndarray:
@@ -219,20 +228,9 @@ class Quantile(WindowNode):
     name = "quantile"
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        n, q, least = self.n_steps, float(self.params[1]), min_points(self, 2)
-        s = stride(n)
-        S, V, _ = gather(frame, args[0], state)
-        anchors, inverse = _anchored(frame.steps, s, before=False)
-        lo, hi = window_bounds(S, anchors, n, least)
-        value = constant(V, lo, hi)
-        if value is None:
-            key = ("windows", self.children[0].key, n, least)
-            matrix, cnt, _ = anchor_windows(frame, key, V, lo, hi, anchors)
-            out = row_quantile(matrix, cnt, q)[inverse]
-        else:
-            out = np.where(hi > lo, value, np.nan)[inverse]
-        keep(state, S, V, frame, n + s, extra_before=least)
-        return out, args[0][1]
+        q = float(self.params[1])
+        return window_statistic(self, frame, args, state, min_points(self, 2),
+                                lambda matrix, cnt, med: row_quantile(matrix, cnt, q))
 
 
 class RobustZ(WindowNode):
