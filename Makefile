@@ -11,7 +11,7 @@ demo: bootstrap
 	$(PY) -m msdoctor demo
 
 test: bootstrap system
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider --durations=30 tests
 
 bench: bootstrap
 	@for b in tests/bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[train,test]"
 	touch $(STAMP)
 
-# Debian packages the real-server tests use (Prometheus, Alertmanager, tmux).
+# Debian packages the real-server tests use (Prometheus, Alertmanager, tmux, Chromium).
 system:
 	@bash scripts/bootstrap-system
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 from typing import List, Optional
 
@@ -28,6 +29,7 @@ COMMANDS = {
     "tui": "tui",
     "train": "train",
     "demo": "demo",
+    "completion": "completion",
 }
 
 
@@ -53,20 +55,29 @@ def build_parser() -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=module.HELP, description=module.HELP,
                                  epilog=getattr(module, "EPILOG", None))
         module.add_arguments(command)
-        command.set_defaults(_run=module.run)
+        command.set_defaults(_run=module.run, _parser=command)
     return parser
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    from msdoctor.cli.options import settle_run_dir
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
+    settle_run_dir(args._parser, args)
     try:
-        return int(args._run(args) or 0)
+        code = int(args._run(args) or 0)
+        sys.stdout.flush()
+        return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:          # the reader went away (``| head``): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

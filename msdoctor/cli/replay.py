@@ -12,20 +12,27 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from msdoctor.cli.options import add_rules, colour_on, paint, rule_paths, severity
 from msdoctor.core import format as fmt
 
 HELP = "Run the alerting rules over a recorded run directory and print the alerts."
-EPILOG = ("exit status: 0 the inputs were read (alerts or not), 1 the rule set has errors, "
+EPILOG = ("exit status: 0 the inputs were read (alerts or not; with --fail-on: none of that "
+          "severity or worse), 1 the rule set has errors or, with --fail-on, such an alert fired, "
           "2 bad input (a missing or unreadable file, a log in a layout msdoctor does not read, "
           "a directory with no logs)")
+#: Severities from the least to the most severe.
+SEVERITIES = ("info", "warning", "critical")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_dir", metavar="PATH", nargs="+",
                         help="a run directory (with events/rank-N.jsonl), or training logs / "
                              "step tables (files or directories; see --format)")
-    parser.add_argument("--rules", metavar="DIR", help="rule directory or file (default: rules/)")
+    add_rules(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--fail-on", choices=SEVERITIES, metavar="SEVERITY",
+                        help="exit with status 1 when an alert of this severity or worse fired "
+                             f"({', '.join(SEVERITIES)}), e.g. in CI")
     add_input_arguments(parser)
 
 
@@ -60,14 +67,14 @@ def replay(run_dir: Path, rules_path: Optional[str] = None, rules: Any = None) -
 
 def run(args: argparse.Namespace) -> int:
     from msdoctor.core.engine.errors import RuleSetError
-    from msdoctor.core.engine.loader import default_rules_dir, load_rules
+    from msdoctor.core.engine.loader import load_rules
     from msdoctor.replay.driver import replay_paths
     from msdoctor.replay.formats import FormatError
 
     paths = args.run_dir if isinstance(args.run_dir, list) else [args.run_dir]
     fmt = getattr(args, "format", "auto") or "auto"
     try:
-        rules = load_rules([args.rules or str(default_rules_dir())])
+        rules = load_rules(rule_paths(args))
         result = replay_paths(paths, rules, fmt, args.rank, args.run, args.seq_length,
                               args.progress)
     except RuleSetError as exc:
@@ -75,26 +82,43 @@ def run(args: argparse.Namespace) -> int:
             print(error, file=sys.stderr)
         print(f"the rule set has {len(exc.errors)} error(s); nothing replayed", file=sys.stderr)
         return 1
-    except (FormatError, OSError) as exc:
+    except (FormatError, OSError, ValueError) as exc:
         print(f"msdoctor replay: {exc}", file=sys.stderr)
         return 2
     result.pop("transitions", None)
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
+    else:
+        print_result(result, colour_on())
+    return failed(result["alerts"], args.fail_on)
+
+
+def failed(alerts: List[Dict[str, Any]], fail_on: Optional[str]) -> int:
+    """1 when an alert of severity ``fail_on`` or worse fired (0 without ``fail_on``); the
+    alerts that decided it are named on stderr."""
+    if not fail_on:
         return 0
-    print_result(result)
-    return 0
+    floor = SEVERITIES.index(fail_on)
+    worse = [a for a in alerts if a.get("severity") in SEVERITIES
+             and SEVERITIES.index(a["severity"]) >= floor]
+    if not worse:
+        return 0
+    names = sorted({str(a["alert"]) for a in worse})
+    print(f"msdoctor replay: --fail-on {fail_on}: {len(worse)} alert(s) of severity {fail_on} or "
+          f"worse fired ({', '.join(names)})", file=sys.stderr)
+    return 1
 
 
-def print_result(result: Dict[str, Any]) -> None:
-    """The input facts (for logs), the alert table with fixes, and the run summary."""
+def print_result(result: Dict[str, Any], colour: bool = False) -> None:
+    """The input facts (for logs), the alert table with fixes, and the run summary (the
+    alert rows coloured by severity when ``colour``)."""
     from msdoctor.core.runstats import describe
 
     s = result["summary"]
     if s.get("format") != "spool":
         print(f"format: {s.get('format')}, {len(s.get('inputs', []))} file(s), "
               f"{s.get('lines', 0):,} lines")
-    print_table(result)
+    print_table(result, colour)
     print_ranks(result)
     if s.get("parse_error_count"):
         print(f"{s['parse_error_count']} unreadable line(s) skipped, e.g.:")
@@ -153,7 +177,7 @@ def _summary(alert: Dict[str, Any], before: List[Dict[str, Any]]) -> str:
     return alert["summary"]
 
 
-def print_table(result: Dict[str, Any]) -> None:
+def print_table(result: Dict[str, Any], colour: bool = False) -> None:
     """One line per fired alert (step, rank, severity, name, value, summary) and its fix."""
     s = result["summary"]
     grouped = (f", {s['consequences']} of them as a consequence of another"
@@ -180,6 +204,9 @@ def print_table(result: Dict[str, Any]) -> None:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header[:-1])]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)) + "  " + header[-1])
     for row, a in zip(rows, alerts):
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1])
+        cells = [c.ljust(w) for c, w in zip(row, widths)]
+        cells[2] = severity(cells[2], a["severity"], colour)
+        cells[3] = paint(cells[3], "bold", colour)
+        print("  ".join(cells) + "  " + row[-1])
         if a.get("fix") and not a.get("caused_by"):
             print(" " * (sum(widths) + 2 * len(widths)) + "fix: " + a["fix"])

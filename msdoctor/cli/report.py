@@ -12,20 +12,25 @@ EPILOG = ("exit status: 0 the report was written, 1 the rule set has errors, 2 b
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from msdoctor.cli.options import add_rules
     from msdoctor.cli.replay import add_input_arguments as add_log_arguments
 
     parser.add_argument("paths", metavar="PATH", nargs="+",
                         help="a run directory (events/rank-N.jsonl), or log files / directories")
     parser.add_argument("-o", "--output", metavar="FILE", default="report.html",
                         help="output file: .html (self-contained; default report.html)")
-    parser.add_argument("--rules", metavar="DIR", help="rule directory or file (default: rules/)")
+    add_rules(parser)
     parser.add_argument("--title", help="page title (default: the input's name)")
+    parser.add_argument("--x-axis", choices=("step", "time"), default="step",
+                        help="the charts' x axis: the step (default), or the wall clock (a hang "
+                             "or a slow phase shows as a gap or a stretch)")
     add_log_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from msdoctor.cli.options import rule_paths
     from msdoctor.core.engine.errors import RuleSetError
-    from msdoctor.core.engine.loader import default_rules_dir, load_rules
+    from msdoctor.core.engine.loader import load_rules
     from msdoctor.replay.driver import replay_paths
     from msdoctor.replay.formats import FormatError
     from msdoctor.report.curves import CurveCollector
@@ -40,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"msdoctor report: {out}: expected a .html file name", file=sys.stderr)
         return 2
     try:
-        rules = load_rules([args.rules or str(default_rules_dir())])
+        rules = load_rules(rule_paths(args))
         series = CurveCollector()
         result = replay_paths(args.paths, rules, args.format, args.rank, args.run, args.seq_length,
                               args.progress, observe=series.observe)
@@ -48,11 +53,12 @@ def run(args: argparse.Namespace) -> int:
         for error in exc.errors:
             print(error, file=sys.stderr)
         return 1
-    except (FormatError, OSError) as exc:
+    except (FormatError, OSError, ValueError) as exc:
         print(f"msdoctor report: {exc}", file=sys.stderr)
         return 2
     title = args.title or Path(args.paths[0]).resolve().name
-    out.write_text(render_page(result, series, title), encoding="utf-8")
+    out.write_text(render_page(result, series, title, x_time=args.x_axis == "time"),
+                   encoding="utf-8")
     s = result["summary"]
     print(f"{out}: {s['steps']:,} steps, {s['ranks']} rank(s), {s['firing']} alert(s)")
     return 0

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
 from typing import List
+
+from msdoctor.cli.options import add_rules, colour_on, paint, rule_paths, severity as severity_style
 
 HELP = "Check, test and list alerting rule files."
 
@@ -17,10 +20,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="rule files or directories (default: the shipped rules/)")
     test = sub.add_parser("test", help="run promtool-style rule unit tests")
     test.add_argument("paths", nargs="*", metavar="PATH",
-                      help="test files or directories (default: the shipped rules/tests/)")
+                      help="test files or directories; a rule directory's tests/ is found "
+                           "(default: the shipped rules/tests/)")
     test.add_argument("-v", "--verbose", action="store_true", help="also print passing tests")
     lst = sub.add_parser("list", help="show each rule's name, severity and summary")
-    lst.add_argument("--rules", metavar="DIR", help="rule directory or file (default: rules/)")
+    add_rules(lst)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     if command == "test":
         return _test(args.paths, args.verbose)
     if command == "list":
-        return _list(args.rules)
+        return _list(args)
     print("usage: msdoctor rules {check,test,list} ...", file=sys.stderr)
     return 2
 
@@ -64,6 +68,8 @@ def _test(paths: List[str], verbose: bool) -> int:
     files: List[Path] = []
     for p in paths or [str(default_rules_dir() / "tests")]:
         path = Path(p)
+        if path.is_dir() and (path / "tests").is_dir():     # a rule directory: its unit tests
+            path = path / "tests"
         if path.is_dir():
             files.extend(sorted(list(path.glob("*.yaml")) + list(path.glob("*.yml"))))
         elif path.exists():
@@ -92,17 +98,34 @@ def _test(paths: List[str], verbose: bool) -> int:
     return 1 if failed else 0
 
 
-def _list(rules: str | None) -> int:
+def readable(template: str) -> str:
+    """A template with each ``{{ ... }}`` shown as the name of what fills it, e.g. ``<rank>``."""
+    def name(match: "re.Match[str]") -> str:
+        found = re.findall(r"\$([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?",
+                           match.group(1))
+        if not found:
+            return "<...>"
+        base, field = found[0]
+        return f"<{field or base}>"
+
+    return re.sub(r"\{\{(.*?)\}\}", name, template)
+
+
+def _list(args: argparse.Namespace) -> int:
     from msdoctor.core.engine.errors import RuleSetError
-    from msdoctor.core.engine.loader import default_rules_dir, load_rules
+    from msdoctor.core.engine.loader import load_rules
 
     try:
-        ruleset = load_rules([rules or str(default_rules_dir())])
+        ruleset = load_rules(rule_paths(args))
     except RuleSetError as exc:
         for error in exc.errors:
             print(error, file=sys.stderr)
         return 1
-    rows = [(r.alert, r.severity, r.annotations.get("summary", "")) for r in ruleset]
+    except ValueError as exc:
+        print(f"msdoctor rules list: {exc}", file=sys.stderr)
+        return 2
+    colour = colour_on()
+    rows = [(r.alert, r.severity, readable(r.annotations.get("summary", ""))) for r in ruleset]
     causes = {r.alert: r.consequence_of for r in ruleset if r.consequence_of}
     if not rows:
         print("no rules")
@@ -110,8 +133,9 @@ def _list(rules: str | None) -> int:
     w1 = max(len(r[0]) for r in rows)
     w2 = max(len("SEVERITY"), max(len(r[1]) for r in rows))
     print(f"{'ALERT':<{w1}}  {'SEVERITY':<{w2}}  SUMMARY")
-    for name, severity, summary in rows:
-        print(f"{name:<{w1}}  {severity:<{w2}}  {summary}")
+    for name, level, summary in rows:
+        print(f"{paint(f'{name:<{w1}}', 'bold', colour)}  "
+              f"{severity_style(f'{level:<{w2}}', level, colour)}  {summary}")
         if name in causes:
             print(f"{'':<{w1}}  {'':<{w2}}  ↳ a consequence of {', '.join(causes[name])}: not "
                   "notified while one of them fires on the same rank")

@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any, Optional
 
+from msdoctor.cli.options import add_rules, add_run_dir, rule_paths
 from msdoctor.core.engine.reload import RuleReloader
 from msdoctor.core.format import EscapingFormatter
 from msdoctor.core.limits import MAX_RUNS
@@ -34,13 +35,12 @@ log = logging.getLogger("msdoctor.serve")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        f"{HELP} The run directory must exist ({EXPECTED_RUN_DIR}); if events/ is not there yet, "
-        "serve waits for it. State is saved in <run_dir>/.msdoctor/ every few seconds and on "
+        f"{HELP} The run directory ({EXPECTED_RUN_DIR}) and its events/ may appear "
+        "later: serve waits for them. State is saved in <run_dir>/.msdoctor/ every few seconds and on "
         "SIGINT/SIGTERM; a restarted serve resumes from it. SIGHUP re-loads --rules: a set with "
         "errors is refused (each error logged with file:line:col) and the last good set kept. One "
         "serve per run directory: a second is refused (lock: <run_dir>/.msdoctor/sidecar.lock).")
-    parser.add_argument("--run-dir", required=True, type=Path, metavar="DIR",
-                        help="the run directory to watch")
+    add_run_dir(parser, help="the run directory to watch (waited for when it does not exist yet)")
     parser.add_argument("--state-dir", type=Path, metavar="D",
                         help="where to keep offsets and the snapshot (default: <run_dir>/.msdoctor)")
     parser.add_argument("--poll", type=float, default=0.5, metavar="S",
@@ -52,9 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="log each rank's progress every S seconds (default: 30)")
     parser.add_argument("--snapshot-every", type=float, default=5.0, metavar="S",
                         help="save the state every S seconds (default: 5)")
-    parser.add_argument("--rules", type=Path, metavar="DIR",
-                        help="alerting rule directory or file (default: the shipped rules/); "
-                             "serve refuses to start if any rule is invalid")
+    add_rules(parser)
     parser.add_argument("--max-runs", type=int, default=MAX_RUNS, metavar="N",
                         help=f"keep at most N distinct run ids (default: {MAX_RUNS}); the events "
                              "of further runs are refused and counted (refused_events in "
@@ -74,20 +72,23 @@ def build_pipeline(args: argparse.Namespace, listeners: Any = ()) -> Pipeline:
                         consumers=[LogReporter(progress_every=args.progress_every)],
                         state_dir=args.state_dir, poll_interval=args.poll,
                         snapshot_interval=args.snapshot_every, max_runs=args.max_runs)
-    pipeline.add_consumer(RuleReloader(pipeline.engine, args.rules or default_rules_dir()))
+    pipeline.add_consumer(RuleReloader(pipeline.engine, getattr(args, "rule_paths", None)
+                                         or [default_rules_dir()]))
     return pipeline
 
 
 def load_ruleset(args: argparse.Namespace) -> Any:
-    """Load ``--rules`` (default: the shipped rules); print every error and return None if invalid."""
+    """Load the shipped rules and ``--rules``; print every error and return None if invalid."""
     from msdoctor.core.engine.errors import RuleSetError
-    from msdoctor.core.engine.loader import default_rules_dir, load_rules
-    path = args.rules or default_rules_dir()
-    if not Path(path).exists():
-        print(f"msdoctor serve: --rules {path}: no such file or directory", file=sys.stderr)
-        return None
+    from msdoctor.core.engine.loader import load_rules
     try:
-        ruleset = load_rules([path])
+        args.rule_paths = rule_paths(args)
+    except ValueError as exc:
+        print(f"msdoctor serve: {exc}", file=sys.stderr)
+        return None
+    path = ", ".join(args.rule_paths)
+    try:
+        ruleset = load_rules(args.rule_paths)
     except RuleSetError as exc:
         for error in exc.errors:
             print(error, file=sys.stderr)
@@ -103,9 +104,10 @@ def refusal(args: argparse.Namespace) -> Optional[str]:
     from msdoctor.core.alerts.journal import JOURNAL
     from msdoctor.http.server import ListenError, check_listen, parse_listen
 
-    problem = run_dir_error(args.run_dir, need_events=False)
-    if problem is not None:
-        return problem
+    if args.run_dir.exists() or args.run_dir.is_symlink():
+        problem = run_dir_error(args.run_dir, need_events=False)
+        if problem is not None:
+            return problem
     try:
         host, _port = parse_listen(args.listen, "--listen")   # port 0: any free port
         check_listen(host, args.allow_remote)
@@ -118,7 +120,23 @@ def refusal(args: argparse.Namespace) -> Optional[str]:
     problem = token_error(args)
     if problem is not None:
         return problem
+    if not args.run_dir.exists():
+        return None
     return problem_with(alerts_file(args.run_dir), JOURNAL)
+
+
+def wait_for_run_dir(args: argparse.Namespace) -> bool:
+    """Wait until the run directory exists (True), or a signal asks to stop (False)."""
+    if args.run_dir.exists():
+        return True
+    log.info("waiting for the run directory %s to appear (Ctrl-C to stop)", args.run_dir)
+    stop = threading.Event()
+    stop_on_signals(stop)
+    while not args.run_dir.exists():
+        if stop.wait(args.poll):
+            log.info("stopped before %s appeared", args.run_dir)
+            return False
+    return True
 
 
 def run(args: argparse.Namespace) -> int:
@@ -131,6 +149,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     args.ruleset = load_ruleset(args)
     if args.ruleset is None:
+        return 2
+    if not wait_for_run_dir(args):
+        return 0
+    problem = refusal(args)
+    if problem:
+        print(f"msdoctor serve: {problem}", file=sys.stderr)
         return 2
     lock = RunLock(args.run_dir)
     try:

@@ -6,11 +6,13 @@ Runs in-process, writes nothing (no snapshot, no state directory).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List
 
+from msdoctor.cli.options import add_run_dir, colour_on, paint, severity
 from msdoctor.core import format as fmt
 from msdoctor.core.alerts.active import ActiveAlerts
 from msdoctor.core.alerts.feed import JournalReader
@@ -18,14 +20,20 @@ from msdoctor.core.pipeline import Pipeline
 from msdoctor.core.spool import SpoolError
 from msdoctor.core.state import RankState, Store
 from msdoctor.wire.layout import EXPECTED_RUN_DIR, alerts_file, run_dir_error
+from msdoctor.wire.numbers import to_wire
 
 HELP = "Print each rank's latest step, loss, throughput, memory and errors from a run's spool."
 MAX_ERRORS_SHOWN = 5
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run-dir", required=True, type=Path, metavar="DIR",
-                        help=f"the run directory: {EXPECTED_RUN_DIR}")
+    add_run_dir(parser, help=f"the run directory: {EXPECTED_RUN_DIR}")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON document (runs, ranks' latest values, active alerts)")
+    parser.add_argument("--watch", action="store_true",
+                        help="re-read and re-print every --interval seconds until Ctrl-C")
+    parser.add_argument("-n", "--interval", type=float, default=2.0, metavar="S",
+                        help="seconds between readings with --watch (default: 2)")
 
 
 def memory(state: RankState) -> str:
@@ -90,8 +98,9 @@ def journalled_alerts(run_dir: Path) -> List[Dict[str, Any]]:
                                                   str(a.get("run")), a.get("rank") or 0))
 
 
-def render_alerts(alerts: List[Dict[str, Any]]) -> str:
-    """One line per active alert; a consequence of another says so."""
+def render_alerts(alerts: List[Dict[str, Any]], colour: bool = False) -> str:
+    """One line per active alert; a consequence of another says so (severity coloured on a
+    terminal)."""
     if not alerts:
         return ""
     rows = [["STATE", "SEVERITY", "ALERT", "RUN", "RANK", "STEP", "SUMMARY"]]
@@ -99,7 +108,9 @@ def render_alerts(alerts: List[Dict[str, Any]]) -> str:
         rows.append([str(a.get("state")), str(a.get("severity")), str(a.get("alert")),
                      str(a.get("run")), str(a.get("rank")), str(a.get("step")),
                      fmt.consequence(a.get("caused_by"), str(a.get("summary") or ""))])
-    return "alerts (the sidecar's alerts.jsonl):\n" + table(rows) + "\n"
+    lines = table(rows).split("\n")
+    lines[1:] = [severity(line, a.get("severity"), colour) for line, a in zip(lines[1:], alerts)]
+    return "alerts (the sidecar's alerts.jsonl):\n" + "\n".join(lines) + "\n"
 
 
 def read_spool(run_dir: Path) -> tuple:
@@ -110,15 +121,53 @@ def read_spool(run_dir: Path) -> tuple:
     return pipeline.store, errors
 
 
+def document(store: Store, errors: List[SpoolError], alerts: List[Dict[str, Any]],
+             now: float) -> Dict[str, Any]:
+    """What ``--json`` prints: per run its facts and each rank's latest values; the alerts."""
+    runs = []
+    for run in store.runs.values():
+        ranks = []
+        for rank in sorted(run.ranks):
+            state = run.ranks[rank]
+            ranks.append({"rank": rank, "status": state.status, "step": state.last_step,
+                          "age_s": to_wire(state.age(now)), "decode_errors": state.counters["decode_errors"],
+                          "latest": {k: to_wire(v) for k, v in state.latest.items()
+                                     if isinstance(v, (int, float, str)) or v is None}})
+        runs.append({"run": run.run, "world_size": run.world_size, "config": run.config,
+                     "ranks": ranks})
+    return {"runs": runs, "alerts": alerts, "bad_lines": [str(e) for e in errors]}
+
+
+def snapshot(run_dir: Path, as_json: bool) -> str:
+    """One reading of the run directory, as text or as a JSON document."""
+    store, errors = read_spool(run_dir)
+    alerts = journalled_alerts(run_dir)
+    now = time.time()
+    if as_json:
+        return json.dumps(document(store, errors, alerts, now), ensure_ascii=False,
+                          default=str) + "\n"
+    if not store.runs and not errors:
+        return f"no events yet in {run_dir / 'events'} (expected rank-<N>.jsonl files)\n"
+    return render(store, errors, now) + render_alerts(alerts, colour_on())
+
+
 def run(args: argparse.Namespace) -> int:
     problem = run_dir_error(args.run_dir)
     if problem:
         print(f"msdoctor status: {problem}", file=sys.stderr)
         return 2
-    store, errors = read_spool(args.run_dir)
-    if not store.runs and not errors:
-        print(f"no events yet in {args.run_dir / 'events'} (expected rank-<N>.jsonl files)")
-        return 0
-    sys.stdout.write(render(store, errors, time.time()))
-    sys.stdout.write(render_alerts(journalled_alerts(args.run_dir)))
-    return 0
+    if args.interval <= 0:
+        print(f"msdoctor status: --interval {args.interval:g}: expected seconds > 0",
+              file=sys.stderr)
+        return 2
+    while True:
+        text = snapshot(args.run_dir, args.json)
+        if not args.watch:
+            sys.stdout.write(text)
+            return 0
+        clear = "\x1b[H\x1b[2J" if colour_on() else ""
+        stamp = f"msdoctor status {args.run_dir}  every {args.interval:g}s  " \
+                f"{time.strftime('%H:%M:%S')}\n"
+        sys.stdout.write(clear + ("" if args.json else paint(stamp, "bold", colour_on())) + text)
+        sys.stdout.flush()
+        time.sleep(args.interval)

@@ -6,44 +6,75 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 #: Signals plotted, in page order.
-PLOTTED = ("loss", "grad_norm", "loss_scale", "tokens_per_s", "step_time_s", "lr")
+PLOTTED = ("loss", "grad_norm", "loss_scale", "tokens_per_s", "step_time_s", "data_wait_s",
+           "data_wait_share", "mem_device_bytes", "mem_device_peak_bytes", "mem_host_rss_bytes",
+           "lr")
 #: Points per line on a chart (a min/max pair per bucket beyond this).
 MAX_POINTS = 1500
 
+Part = Tuple[np.ndarray, np.ndarray, np.ndarray]          # steps, times, values
+
 
 class CurveCollector:
-    """``observe`` is handed every replay item; ``series(name)`` gives ``{rank: (steps, values)}``."""
+    """``observe`` is handed every replay item; ``series(name)`` gives ``{(run, rank): (x, y)}``
+    with x the step, or (``x_time``) the record's wall-clock time."""
 
     def __init__(self) -> None:
-        self._parts: Dict[Tuple[str, int, str], List[Tuple[np.ndarray, np.ndarray]]] = {}
+        self._parts: Dict[Tuple[str, int, str], List[Part]] = {}
         self.overflow_steps: Dict[Tuple[str, int], List[np.ndarray]] = {}
 
     def observe(self, item: tuple) -> None:
         run, rank, _others, batch = item
         if batch is None or not len(batch):
             return
-        for name in PLOTTED:
+        for name in PLOTTED + ("overflow",):
             got = batch.series(name)
-            if got is not None and len(got[0]):
-                self._parts.setdefault((run, rank, name), []).append(
-                    (np.array(got[0], dtype=np.float64), np.array(got[1], dtype=np.float64)))
-        over = batch.series("overflow")
-        if over is not None:
-            hit = over[0][over[1] > 0]
-            if hit.size:
-                self.overflow_steps.setdefault((run, rank), []).append(np.array(hit))
+            if got is None or not len(got[0]):
+                continue
+            mask = batch.masks.get(name)
+            t = batch.t if mask is None else batch.t[mask]
+            self._parts.setdefault((run, rank, name), []).append(
+                (np.array(got[0], dtype=np.float64), np.array(t, dtype=np.float64),
+                 np.array(got[1], dtype=np.float64)))
 
-    def series(self, name: str) -> Dict[Tuple[str, int], Tuple[np.ndarray, np.ndarray]]:
+    def series(self, name: str, x_time: bool = False
+               ) -> Dict[Tuple[str, int], Tuple[np.ndarray, np.ndarray]]:
         out = {}
         for (run, rank, signal), parts in sorted(self._parts.items()):
             if signal == name:
-                out[(run, rank)] = (np.concatenate([p[0] for p in parts]),
-                                    np.concatenate([p[1] for p in parts]))
+                x = np.concatenate([p[1] if x_time else p[0] for p in parts])
+                y = np.concatenate([p[2] for p in parts])
+                keep = np.isfinite(x)
+                out[(run, rank)] = (x[keep], y[keep])
         return out
 
-    def overflows(self) -> np.ndarray:
-        parts = [a for v in self.overflow_steps.values() for a in v]
-        return np.unique(np.concatenate(parts)) if parts else np.zeros(0)
+    def loss_scaled(self, key: Tuple[str, int]) -> bool:
+        """Whether this rank trains with loss scaling: a scale that changed (dynamic) or one
+        above 1. Without it (fp32, bf16: a scale of 1) an "overflow" flag is not an fp16
+        overflow but a non-finite gradient."""
+        parts = self._parts.get((key[0], key[1], "loss_scale"), [])
+        values = np.concatenate([p[2] for p in parts]) if parts else np.zeros(0)
+        values = values[np.isfinite(values)]
+        return values.size > 0 and bool(values.min() != values.max() or values.max() > 1)
+
+    def overflows(self, x_time: bool = False) -> np.ndarray:
+        """The x of the overflow (skipped) steps of the ranks that train with loss scaling."""
+        found = [x[y > 0] for key, (x, y) in self.series("overflow", x_time).items()
+                 if self.loss_scaled(key)]
+        return np.unique(np.concatenate(found)) if found else np.zeros(0)
+
+    def time_of(self, key: Tuple[str, int], step: float) -> Optional[float]:
+        """The wall-clock time of ``step`` on a rank (interpolated), None if unknown."""
+        for name in ("loss",) + PLOTTED:
+            parts = self._parts.get((key[0], key[1], name))
+            if parts:
+                s = np.concatenate([p[0] for p in parts])
+                t = np.concatenate([p[1] for p in parts])
+                ok = np.isfinite(t)
+                if ok.any():
+                    order = np.argsort(s[ok], kind="stable")
+                    return float(np.interp(step, s[ok][order], t[ok][order]))
+        return None
 
 
 def decimate(x: np.ndarray, y: np.ndarray, points: int = MAX_POINTS) -> Tuple[np.ndarray, np.ndarray]:

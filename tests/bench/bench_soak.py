@@ -58,13 +58,13 @@ def peak_mb() -> float:
 
 def serve_sidecar(run_dir: Path):
     """The pipeline wired like ``msdoctor serve`` (without the HTTP thread)."""
-    from msdoctor.cli.serve import build_pipeline
-    from msdoctor.core.engine.loader import default_rules_dir, load_rules
+    from msdoctor.cli.serve import add_arguments, build_pipeline, load_ruleset
     from msdoctor.http.wiring import Endpoint
 
-    args = argparse.Namespace(run_dir=run_dir, rules=None, progress_every=30.0,
-                              ruleset=load_rules([default_rules_dir()]), state_dir=None,
-                              poll=0.5, snapshot_every=5.0)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)                        # serve's own options and defaults
+    args = parser.parse_args([str(run_dir)])
+    args.ruleset = load_ruleset(args)
     endpoint = Endpoint(run_dir)
     return build_pipeline(args, endpoint.deliverers), endpoint
 

@@ -65,7 +65,7 @@ def test_serve_refuses_an_invalid_rule_set_at_start_up_listing_every_error(tmp_p
     (rules / "broken.yaml").write_text(BROKEN)
     (tmp_path / "run").mkdir()
     done = subprocess.run([sys.executable, "-m", "msdoctor", "serve", "--run-dir",
-                           str(tmp_path / "run"), "--rules", str(rules), "--listen",
+                           str(tmp_path / "run"), "--no-default-rules", "--rules", str(rules), "--listen",
                            f"127.0.0.1:{free_port()}"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
@@ -85,7 +85,7 @@ def test_sighup_keeps_the_last_good_rules_when_the_new_set_is_broken_and_swaps_a
     rules.mkdir()
     run_dir.mkdir()
     rules_file(rules / "loss.yaml", LossHigh="loss > 5")
-    serve = Serve(run_dir, log, "--rules", str(rules), "--snapshot-every", "0.2")
+    serve = Serve(run_dir, log, "--no-default-rules", "--rules", str(rules), "--snapshot-every", "0.2")
     try:
         assert wait_for(serve.up, 60), log.read_text()
         append(run_dir, range(1, 6), loss=10.0)

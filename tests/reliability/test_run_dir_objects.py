@@ -147,7 +147,7 @@ def test_under_umask_000_serve_creates_nothing_group_or_world_writable(tmp_path)
                      "      - alert: LossNonFinite\n        expr: nonfinite(loss)\n"
                      "        labels: {severity: critical}\n        action: stop_training\n"
                      "        annotations: {summary: loss is not finite}\n")
-    serve = Serve(run_dir, tmp_path / "serve.log", "--rules", str(rules),
+    serve = Serve(run_dir, tmp_path / "serve.log", "--no-default-rules", "--rules", str(rules),
                   preexec=lambda: os.umask(0))
     try:
         assert wait_for(lambda: (run_dir / "control" / "stop.json").exists(), timeout=120), \

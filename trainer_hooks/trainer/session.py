@@ -1,6 +1,7 @@
 """One training session inside MindSpore: model, optimizer, train cell, data, callbacks, ``Model.train``."""
 from __future__ import annotations
 
+import math
 import sys
 import time
 from typing import Any, Dict, List
@@ -38,26 +39,66 @@ class StepOrigin(Callback):
 
 
 class ConsoleLog(Callback):
-    """A progress line every ``every`` steps: step, loss, lr, grad norm, loss scale, steps/s."""
+    """A progress line every ``every`` steps (step, loss, lr, grad norm, loss scale, steps/s
+    since the previous line, or since training began), and a closing summary line."""
 
-    def __init__(self, every: int, total: int, out=sys.stdout) -> None:
+    def __init__(self, every: int, total: int, out=sys.stdout, run_dir: str = "") -> None:
         super().__init__()
-        self.every, self.total, self.out = every, total, out
+        self.every, self.total, self.out, self.run_dir = every, total, out, run_dir
         self._t, self._step = time.perf_counter(), 0
+        self._began: float = self._t
+        self._first_step = self._last_step = 0
+        self._loss_first = self._loss_last = self._loss_min = math.nan
+        self._min_step = 0
+        self._nonfinite, self._nonfinite_first = 0, 0
+
+    def on_train_begin(self, run_context) -> None:
+        self._began = self._t = time.perf_counter()
+        self._step = int(run_context.original_args().cur_step_num)
 
     def on_train_step_end(self, run_context) -> None:
         cb = run_context.original_args()
         step = int(cb.cur_step_num)
+        loss = float(np.asarray(cb.net_outputs[0].asnumpy()).reshape(-1)[0])
+        self._fold(step, loss)
         if step % self.every and step != self.total:
             return
-        loss, _overflow, scale, lr, gnorm = (np.asarray(x.asnumpy()).reshape(-1)[0]
-                                             for x in cb.net_outputs)
+        _loss, _overflow, scale, lr, gnorm = (np.asarray(x.asnumpy()).reshape(-1)[0]
+                                              for x in cb.net_outputs)
         now = time.perf_counter()
-        rate = (step - self._step) / max(now - self._t, 1e-9) if self._step else float("nan")
+        rate = (step - self._step) / max(now - self._t, 1e-9)
         self._t, self._step = now, step
-        self.out.write(f"step {step:>6}/{self.total}  loss {float(loss):8.4f}  lr {float(lr):.2e}  "
+        self.out.write(f"step {step:>6}/{self.total}  loss {loss:8.4f}  lr {float(lr):.2e}  "
                        f"grad_norm {float(gnorm):8.4f}  loss_scale {float(scale):g}  "
                        f"{rate:6.1f} steps/s\n")
+        self.out.flush()
+
+    def _fold(self, step: int, loss: float) -> None:
+        if not self._first_step:
+            self._first_step = step
+        self._last_step = step
+        if not math.isfinite(loss):
+            self._nonfinite += 1
+            self._nonfinite_first = self._nonfinite_first or step
+            return
+        if math.isnan(self._loss_first):
+            self._loss_first = loss
+        self._loss_last = loss
+        if math.isnan(self._loss_min) or loss < self._loss_min:
+            self._loss_min, self._min_step = loss, step
+
+    def on_train_end(self, run_context) -> None:
+        took = time.perf_counter() - self._began
+        steps = self._last_step - self._first_step + 1 if self._first_step else 0
+        line = (f"done: steps {self._first_step}..{self._last_step} in {took:.1f}s "
+                f"({steps / max(took, 1e-9):.1f} steps/s); loss first {self._loss_first:.4f}, "
+                f"last {self._loss_last:.4f}, min {self._loss_min:.4f} at step {self._min_step}")
+        if self._nonfinite:
+            line += (f"; {self._nonfinite} non-finite loss step(s), the first at step "
+                     f"{self._nonfinite_first}")
+        if self.run_dir:
+            line += f"; events in {self.run_dir}/events"
+        self.out.write(line + "\n")
         self.out.flush()
 
 
@@ -147,7 +188,7 @@ class Session:
                                                   args.keep, samples, end))
         if start == 0:   # its step column counts within one Model.train: not on a resumed run
             callbacks.append(model.loss_monitor(calls_total, samples * plan.world))
-        callbacks.append(ConsoleLog(args.log_every, calls_total))
+        callbacks.append(ConsoleLog(args.log_every, calls_total, run_dir=str(plan.run_dir)))
         print(f"training {plan.preset.name} ({self.config['params']:,} params, {plan.precision}, "
               f"seq {plan.preset.seq_length}, batch {plan.micro_batch}x{plan.grad_accum}) "
               f"steps {start + 1}..{end} of {calls_total} -> {plan.run_dir}", flush=True)

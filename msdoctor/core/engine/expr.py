@@ -75,7 +75,12 @@ def parse(text: str) -> Node:
             tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         offset = max((exc.offset or 1) - 1, 0)
-        raise ExprError(f"invalid syntax: {exc.msg}", offset) from None
+        stripped = text.strip()
+        near = stripped[offset:offset + 20] or "the end"
+        what = "" if exc.msg in ("invalid syntax", "") else f" ({exc.msg})"
+        raise ExprError(f"invalid syntax{what} at {near!r} (column {offset + 1}): expected an "
+                        "expression such as 'loss > 3 * median_over(loss, 200)'",
+                        offset) from None
     except (RecursionError, MemoryError, ValueError):
         raise ExprError(f"expression nested too deeply (at most {MAX_DEPTH} levels)") from None
     lead = len(text) - len(text.lstrip())

@@ -28,6 +28,8 @@ GROUP_KEYS = ("name", "rules")
 RULE_KEYS = ("alert", "expr", "for", "keep_firing_for", "labels", "annotations", "values",
              "value", "action", "consequence_of")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+#: Alert names (docs/rules.md): CamelCase, as Prometheus alert names are written.
+_CAMEL = re.compile(r"[A-Z][A-Za-z0-9]*\Z")
 _DURATION = re.compile(r"\s*(\d+)\s*(steps?)\s*\Z|\s*(\d+(?:\.\d+)?)\s*([smh])\s*\Z")
 DURATION_FORM = 'a duration like "10 steps", "30s", "5m" or "1h"'
 _SCALE = {"s": 1.0, "m": 60.0, "h": 3600.0}
@@ -254,9 +256,9 @@ def _load_rule(w: _Walker, node: Any) -> Optional[Rule]:
     if raw is None:
         return None
     if alert_node is not None:
-        if not isinstance(alert, str) or not _IDENT.match(alert):
-            w.error(alert_node, f"invalid alert name {alert!r}: expected an identifier such as "
-                                f"LossNonFinite")
+        if not isinstance(alert, str) or not _CAMEL.match(alert):
+            w.error(alert_node, f"invalid alert name {alert!r}: expected a CamelCase name (a "
+                                f"capital letter, then letters and digits) such as LossNonFinite")
             alert = None
         else:
             first = w.seen_alerts.get(alert)

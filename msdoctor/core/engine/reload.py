@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence, Union
 
 from msdoctor.core.engine.consumer import EngineConsumer
 from msdoctor.core.state import Store
@@ -22,8 +22,10 @@ class RuleReloader:
 
     name = "rules-reload"
 
-    def __init__(self, engine: EngineConsumer, path: Path) -> None:
-        self.engine, self.path = engine, Path(path)
+    def __init__(self, engine: EngineConsumer, path: Union[Path, str, Sequence[Union[Path, str]]]
+                 ) -> None:
+        self.paths = [Path(p) for p in ([path] if isinstance(path, (str, Path)) else path)]
+        self.engine, self.path = engine, ", ".join(str(p) for p in self.paths)
         self.requested = threading.Event()
         self.reloads = self.refused = 0
 
@@ -41,7 +43,7 @@ class RuleReloader:
         from msdoctor.core.engine.loader import load_rules
         old = {r.alert: r for r in self.engine.rules}
         try:
-            ruleset = load_rules([self.path])
+            ruleset = load_rules(self.paths)
         except RuleSetError as exc:
             self.refused += 1
             for error in exc.errors:

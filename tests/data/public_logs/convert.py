@@ -83,6 +83,12 @@ def rows_of(pattern: str, text: str, **columns: Callable[[re.Match], str]) -> Li
     return rows
 
 
+def add_present(row: Row, columns: Dict[str, str], values: Dict[str, str]) -> Row:
+    """``row`` with ``column = num(values[key])`` for each ``column: key`` that ``values`` holds."""
+    row.update({column: num(values[key]) for column, key in columns.items() if key in values})
+    return row
+
+
 def group(i: int, convert: Callable[[str], str] = num) -> Callable[[re.Match], Optional[str]]:
     return lambda m: None if m.group(i) is None else convert(m.group(i))
 
@@ -131,6 +137,10 @@ def mindspore_lossmonitor(text: str) -> List[Row]:
     return rows
 
 
+OLMO_COLUMNS = {"grad_norm": "optim/total_grad_norm", "tokens_per_s": "throughput/device/tokens_per_second"}
+HF_COLUMNS = {"grad_norm": "grad_norm", "lr": "learning_rate", "epoch": "epoch"}
+
+
 @parser("olmo_blocks")
 def olmo_blocks(text: str) -> List[Row]:
     """OLMo metric blocks ``[step=N/M,epoch=E]`` followed by ``name=value`` lines."""
@@ -140,12 +150,9 @@ def olmo_blocks(text: str) -> List[Row]:
         loss = re.search(r"train/CrossEntropyLoss=(\S+)", block)
         if not head or not loss:
             continue
-        row = {"step": head.group(1), "loss": num(loss.group(1))}
-        for column, name in (("grad_norm", "optim/total_grad_norm"),
-                             ("tokens_per_s", "throughput/device/tokens_per_second")):
-            m = re.search(re.escape(name) + r"=(\S+)", block)
-            if m:
-                row[column] = num(m.group(1))
+        found = {name: m.group(1) for name in OLMO_COLUMNS.values()
+                 if (m := re.search(re.escape(name) + r"=(\S+)", block))}
+        row = add_present({"step": head.group(1), "loss": num(loss.group(1))}, OLMO_COLUMNS, found)
         row["epoch"] = head.group(2)
         rows.append(row)
     return rows
@@ -165,11 +172,8 @@ def hf_trainer_state(text: str) -> List[Row]:
     for entry in json.loads(text)["log_history"]:
         if "loss" not in entry:
             continue
-        row = {"step": str(entry["step"]), "loss": num(str(entry["loss"]))}
-        for column, key in (("grad_norm", "grad_norm"), ("lr", "learning_rate"), ("epoch", "epoch")):
-            if key in entry:
-                row[column] = num(str(entry[key]))
-        rows.append(row)
+        rows.append(add_present({"step": str(entry["step"]), "loss": num(str(entry["loss"]))}, HF_COLUMNS,
+                                {key: str(value) for key, value in entry.items()}))
     return rows
 
 
@@ -177,16 +181,12 @@ def hf_trainer_state(text: str) -> List[Row]:
 def hf_dict_lines(text: str) -> List[Row]:
     """HF Trainer console dicts ``{'loss': X, 'grad_norm': Y, 'learning_rate': Z, 'epoch': E}``;
     they carry no step: step = running record count (1-based)."""
-    names = {"loss": "loss", "grad_norm": "grad_norm", "learning_rate": "lr", "epoch": "epoch"}
-    rows = []
+    rows: List[Row] = []
     for line in text.splitlines():
         if "{'loss':" not in line:
             continue
-        row = {"step": str(len(rows) + 1)}
-        for key, value in re.findall(r"'(\w+)':\s*([^,}\s]+)", line[line.index("{"):line.index("}") + 1]):
-            if key in names:
-                row[names[key]] = num(value)
-        rows.append(row)
+        values = dict(re.findall(r"'(\w+)':\s*([^,}\s]+)", line[line.index("{"):line.index("}") + 1]))
+        rows.append(add_present({"step": str(len(rows) + 1)}, {"loss": "loss", **HF_COLUMNS}, values))
     return rows
 
 

@@ -99,13 +99,33 @@ def test_serve_tails_a_growing_spool_and_saves_its_state_on_sigterm(tmp_path):
     assert last_steps(run_dir) == {0: (120, 120), 1: (40, 40)}
 
 
-def test_serve_without_a_run_directory_exits_2_with_one_line_naming_it(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "msdoctor", "serve", "--run-dir",
-                             str(tmp_path / "nope")], cwd=ROOT, capture_output=True, text=True,
-                            timeout=60)
+@pytest.mark.timeout(240)      # liveness only
+def test_serve_waits_for_a_run_directory_that_does_not_exist_yet_then_tails_it(tmp_path):
+    run_dir = tmp_path / "later"
+    listen = f"127.0.0.1:{free_port()}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "msdoctor", "serve", str(run_dir), "--listen", listen, "--poll",
+         "0.05", "--snapshot-every", "0.2"], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in process.stderr:
+            if "waiting for the run directory" in line:
+                break
+        assert process.poll() is None and not run_dir.exists()
+        append_steps(run_dir, 0, range(1, 11), start=True)          # the trainer starts
+        assert wait_for(lambda: last_steps(run_dir).get(0) == (10, 10), timeout=120)
+    finally:
+        code, err = stop(process)
+    assert code == 0, err
+    assert str(run_dir) in line and "state saved" in err
+
+
+def test_serve_on_a_run_directory_that_is_a_file_exits_2_with_one_line_naming_it(tmp_path):
+    (tmp_path / "file").write_text("")
+    result = subprocess.run([sys.executable, "-m", "msdoctor", "serve", str(tmp_path / "file")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"msdoctor serve: run directory {tmp_path / 'nope'} does not exist; expected a "
+        f"msdoctor serve: run directory {tmp_path / 'file'} is not a directory; expected a "
         "directory containing events/rank-<N>.jsonl written by trainer_hooks"]
 
 

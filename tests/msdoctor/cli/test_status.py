@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from msdoctor.wire import encode, make
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -80,3 +82,56 @@ def test_status_of_an_empty_spool_says_there_is_nothing_yet(tmp_path):
     (tmp_path / "events").mkdir()
     result = msdoctor("status", "--run-dir", str(tmp_path))
     assert result.returncode == 0 and "no events yet" in result.stdout
+
+
+def test_status_takes_the_run_directory_as_its_argument_as_with_run_dir(tmp_path):
+    run_dir = tmp_path / "run"
+    write_spool(run_dir)
+    positional = msdoctor("status", str(run_dir))
+    assert positional.returncode == 0, positional.stderr
+    assert positional.stdout.splitlines()[:4][2].split()[:3] == ["0", "completed", "20"]
+    missing = msdoctor("status")
+    assert missing.returncode == 2 and "expected a run directory" in missing.stderr
+
+
+def test_status_json_is_one_document_with_each_ranks_latest_values(tmp_path):
+    import json
+
+    run_dir = tmp_path / "run"
+    write_spool(run_dir)
+    result = msdoctor("status", str(run_dir), "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    (run,) = doc["runs"]
+    assert run["run"] == "llama-test" and run["world_size"] == 2
+    rank0, rank1 = run["ranks"]
+    assert (rank0["rank"], rank0["status"], rank0["step"]) == (0, "completed", 20)
+    assert rank0["latest"]["tokens_per_s"] == 8192.0 and rank1["latest"]["loss"] == "nan"
+    assert len(doc["bad_lines"]) == 1 and doc["alerts"] == []
+
+
+@pytest.mark.timeout(180)      # liveness only: a reading that never comes fails, not hangs
+def test_status_watch_prints_again_as_the_spool_grows(tmp_path):
+    import signal
+
+    run_dir = tmp_path / "run"
+    write_spool(run_dir)
+    proc = subprocess.Popen([sys.executable, "-m", "msdoctor", "status", str(run_dir), "--watch",
+                             "-n", "0.2"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        seen = []
+        for line in proc.stdout:                    # the first reading: rank 0 at step 20
+            seen.append(line)
+            if line.startswith("0 ") and " 20 " in line:
+                break
+        with open(run_dir / "events" / "rank-0.jsonl", "ab") as fh:
+            fh.write(encode(make("step", 0, step=21, t=time.time(), loss=2.25)))
+        for line in proc.stdout:                    # a later reading shows step 21
+            seen.append(line)
+            if line.startswith("0 ") and " 21 " in line:
+                break
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    assert sum(line.startswith("msdoctor status ") for line in seen) >= 2
+    assert any(line.startswith("0 ") and " 21 " in line and "2.25" in line for line in seen)

@@ -26,3 +26,16 @@ def test_the_summary_skips_non_finite_losses_and_counts_restarts():
 
 def test_an_empty_recording_is_described_as_such():
     assert describe(RunStats().to_dict()) == "no step records"
+
+
+def test_a_run_whose_loss_ends_non_finite_says_since_which_step_across_batches():
+    stats = RunStats()
+    stats.add(columnize("run-a", 0, _steps(1, [3.0, 2.0, math.nan, 2.5, math.nan])))
+    stats.add(columnize("run-a", 0, _steps(6, [math.nan] * 3)))
+    stats.add(columnize("run-a", 1, _steps(1, [3.0, math.nan, 2.0])))   # recovered: not ended
+    summary = stats.to_dict()
+    assert summary["ended_nonfinite"] == [{"run": "run-a", "rank": 0, "since": 5, "records": 4}]
+    text = describe(summary)
+    assert ("loss first 3, ended non-finite from step 5 on (4 record(s); the last finite loss "
+            "2.5 at step 4), min 2") in text, text
+    assert "last 2.5," not in text

@@ -86,3 +86,19 @@ def test_a_second_launch_into_the_same_directory_is_refused_by_every_rank(runs, 
 
 def steps_of(run, rank):
     return [e for e in events(run, rank) if e["type"] == "step"]
+
+
+def test_the_console_shows_a_real_rate_on_its_first_progress_line_and_a_closing_summary(runs):
+    import re
+
+    from trainer_runs import console
+
+    out = console(runs["nan"]).read_text()           # --log-every 1000: one line, at step 40
+    progress = [line for line in out.splitlines() if line.startswith("step ")]
+    assert len(progress) == 1 and progress[0].startswith("step     40/40")
+    rate = float(re.search(r"([\d.]+|nan) steps/s", progress[0]).group(1))
+    assert rate > 0, progress[0]
+    summary = out.splitlines()[-1]
+    assert summary.startswith("done: steps 1..40 in "), out[-500:]
+    assert "11 non-finite loss step(s), the first at step 30" in summary
+    assert f"events in {runs['nan']}/events" in summary

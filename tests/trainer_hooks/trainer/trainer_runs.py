@@ -201,9 +201,15 @@ class Runs:
             elif name in self.WITH_SIDECAR:
                 watched(run_dir, self.cache, *self.SPECS[name])
             else:
-                train(run_dir, self.cache, *self.SPECS[name], timeout=600)
+                done = train(run_dir, self.cache, *self.SPECS[name], timeout=600)
+                console(run_dir).write_text(done.stdout)
             self.done[name] = run_dir
         return self.done[name]
+
+
+def console(run_dir: Path) -> Path:
+    """Where a run's console output (the trainer's stdout) is kept, beside its run directory."""
+    return run_dir.parent / f"{run_dir.name}.stdout"
 
 
 def watched(run_dir: Path, cache: Path, *argv: str) -> None:
