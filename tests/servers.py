@@ -119,15 +119,29 @@ def sidecar(run_dir: Path, workdir: Path, extra: Sequence[str] = ()) -> Iterator
 
 @contextlib.contextmanager
 def prometheus(workdir: Path, targets: List[str], rule_files: Sequence[Path] = (),
-               interval: str = "1s", alertmanager: Optional[str] = None) -> Iterator[Server]:
-    """A real Prometheus scraping ``targets`` (``host:port``) every ``interval``."""
+               interval: str = "1s", alertmanager: Optional[str] = None,
+               federate: Sequence[str] = (), external_labels: Optional[Dict[str, str]] = None
+               ) -> Iterator[Server]:
+    """A real Prometheus scraping ``targets`` (``host:port``) every ``interval``; and, as a
+    global Prometheus, the msdoctor series of the Prometheus servers ``federate``
+    (``host:port``, their ``/federate`` with the original labels kept)."""
     if PROMETHEUS is None:
         raise RuntimeError("prometheus is not installed (scripts/bootstrap-system)")
     port = free_port()
+    workdir = workdir / f"prometheus-{port}"
+    workdir.mkdir()
+    scrapes: List[Dict[str, Any]] = []
+    if targets:
+        scrapes.append({"job_name": "msdoctor", "static_configs": [{"targets": targets}]})
+    if federate:
+        scrapes.append({"job_name": "federate", "honor_labels": True, "metrics_path": "/federate",
+                        "params": {"match[]": ['{__name__=~"msdoctor_.*"}',
+                                               'up{job="msdoctor"}']},
+                        "static_configs": [{"targets": list(federate)}]})
     config: Dict[str, Any] = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval,
-                   "scrape_timeout": interval},
-        "scrape_configs": [{"job_name": "msdoctor", "static_configs": [{"targets": targets}]}],
+                   "scrape_timeout": interval, "external_labels": external_labels or {}},
+        "scrape_configs": scrapes,
         "rule_files": [str(p) for p in rule_files],
     }
     if alertmanager:

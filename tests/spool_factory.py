@@ -87,10 +87,12 @@ def append_steps(run_dir: Path, run: str, rank: int, first: int, count: int,
 
 
 def write_diverged_run(run_dir: Path, steps: int = 300, nan_at: int = 100,
-                       recover_at: Tuple[Optional[int], ...] = (None, 220)) -> None:
+                       recover_at: Tuple[Optional[int], ...] = (None, 220),
+                       ended: bool = False) -> None:
     """A bf16 run that diverges: per rank, loss and gradient norm NaN from ``nan_at`` until
     ``recover_at[rank]`` (None: never), the sampled update ratio 0 from ``nan_at`` on (the
-    optimizer skips the non-finite steps), and a failed run_end."""
+    optimizer skips the non-finite steps); a failed run_end when ``ended`` (its alerts then
+    end with the run), else still running."""
     t0 = time.time() - steps * 0.5
     for rank in range(len(recover_at)):
         lines = [encode(make("run_start", rank, run="diverged", world_size=len(recover_at), t=t0,
@@ -105,8 +107,9 @@ def write_diverged_run(run_dir: Path, steps: int = 300, nan_at: int = 100,
                 fields["update_ratio"] = 0.0 if n >= nan_at else 1e-3
             lines.append(encode(make("step", rank, run="diverged", step=n, t=t0 + 0.5 * n,
                                      **fields)))
-        lines.append(encode(make("run_end", rank, run="diverged", status="failed", step=steps,
-                                 t=t0 + 0.5 * steps)))
+        if ended:
+            lines.append(encode(make("run_end", rank, run="diverged", status="failed",
+                                     step=steps, t=t0 + 0.5 * steps)))
         path = run_dir / "events" / f"rank-{rank}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"".join(lines))

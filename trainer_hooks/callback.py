@@ -42,10 +42,17 @@ from typing import Any, Dict, Mapping, Optional
 
 from mindspore.train import Callback
 
-from trainer_hooks import capacity, env
+from trainer_hooks import capacity, env, preflight
 from trainer_hooks.emitter import Emitter
 from trainer_hooks.guard import Guard
-from trainer_hooks.outputs import config_from_params, dataset_tokens, decode_outputs, input_tokens
+from trainer_hooks.layers import LayerReader
+from trainer_hooks.outputs import (
+    config_from_params,
+    dataset_tokens,
+    decode_outputs,
+    input_tokens,
+    model_params,
+)
 from trainer_hooks.sampler import UpdateSampler, lr_reader
 from trainer_hooks.wire import (
     SCHEMA_VERSION,
@@ -70,7 +77,7 @@ class DoctorCallback(Callback):
                  expect: Optional[Mapping[str, float]] = None, update_every: int = 50,
                  update_params: int = 4, update_max_elements: int = 16384,
                  queue_size: int = 8192, heartbeat_s: float = 10.0,
-                 max_errors: int = 100) -> None:
+                 max_errors: int = 100, layer_signals: bool = True) -> None:
         super().__init__()
         if not isinstance(run_dir, (str, os.PathLike)):
             raise TypeError(f"DoctorCallback: run_dir must be a directory path (str or "
@@ -86,6 +93,7 @@ class DoctorCallback(Callback):
         self.update_every, self.update_params = update_every, update_params
         self.update_max_elements = update_max_elements
         self.queue_size, self.heartbeat_s, self.max_errors = queue_size, heartbeat_s, max_errors
+        self.layer_signals = layer_signals
         self.guard = Guard("msdoctor DoctorCallback")
         self.emitter: Optional[Emitter] = None
         self.disabled = False
@@ -100,6 +108,7 @@ class DoctorCallback(Callback):
         self._t_prev_end = self._t_begin = time.perf_counter()
         self._t_train_begin = time.time()
         self._sampler: Optional[UpdateSampler] = None
+        self._layers: Optional[LayerReader] = None
         self._lr = None
         self._memory: Optional[env.Memory] = None
         self._stale_stop: Optional[tuple] = None
@@ -211,6 +220,10 @@ class DoctorCallback(Callback):
             if self.update_every:
                 self._sampler = UpdateSampler(list(optimizer.parameters), self.update_every,
                                               self.update_params, self.update_max_elements)
+            cell = cb.get("train_network") or cb.get("network")
+            if self.layer_signals and cell is not None:
+                self._layers = LayerReader(cell, optimizer, model_params(cell),
+                                           self.update_every or 50)
         self._ckpt_callbacks = [c for c in cb.get("list_callback") or []
                                 if hasattr(c, "latest_ckpt_file_name")]
         try:
@@ -230,6 +243,9 @@ class DoctorCallback(Callback):
                                     world_size=self.world_size or 1,
                                     micro_batch_inputs=self.micro_batch_inputs)
         config["versions"] = env.versions()
+        cell = cb.get("train_network") or cb.get("network")
+        if cell is not None:
+            config.update(preflight.facts(model_params(cell)))
         if self.precision:
             config["precision"] = self.precision
         for key, read in (("mem_host_total_bytes", capacity.host_memory_limit),
@@ -259,7 +275,16 @@ class DoctorCallback(Callback):
         else:
             event["step_time_s"] = (now - self._t_prev_end) / delta
             event["data_wait_s"] = max(0.0, self._t_begin - self._t_prev_end) / delta
-        decode_outputs(cb.get("net_outputs"), event)
+        outputs = cb.get("net_outputs")
+        decode_outputs(outputs, event)
+        if self._layers is not None:   # before its step event: the sidecar reads them together
+            arrays = self._layers.arrays(outputs, step)
+            if arrays:
+                self._emit({"v": SCHEMA_VERSION, "type": "layers", "rank": self.rank, "step": step,
+                            "t": event["t"], **({"run": self.run} if self.run is not None else {}),
+                            "names": self._layers.names, **arrays})
+            if self._layers.still is not None:
+                event["layers_still"] = self._layers.still
         if "lr" not in event and self._lr is not None:
             event["lr"] = self._lr(step)
         tokens = self.tokens_per_step or input_tokens(cb.get("train_dataset_element"))

@@ -1,9 +1,12 @@
 """Append events to the rank's spool file from a background thread, never blocking training.
 
 ``emit`` is a ``put_nowait`` onto a bounded queue (when the queue is full the
-event is dropped and counted). A daemon writer thread wakes every ``flush_s``,
-drains the queue, encodes the batch and appends it to
-``<run_dir>/events/rank-<N>.jsonl`` with one ``write`` of complete lines. When
+event is dropped and counted), and sets a flag the writer waits on when it is not set
+yet. A daemon writer thread sleeps until then (or until a heartbeat is due), takes at
+most one batch per ``flush_s`` (20 ms; a step slower than that is written at once),
+encodes it and appends it to ``<run_dir>/events/rank-<N>.jsonl`` with one ``write`` of
+complete lines: a line reaches the file within ``flush_s`` of its ``emit``, and an idle
+writer does not wake. When
 the file cannot be written (unwritable directory, disk full, file size limit,
 the directory deleted under it) the batch is dropped and counted, a warning is
 issued once, the partial tail is truncated away, and opening is retried every
@@ -46,7 +49,7 @@ class Emitter:
     """Non-blocking JSON-lines appender for one rank (see the module docstring)."""
 
     def __init__(self, run_dir: str, rank: int, queue_size: int = 8192, *,
-                 heartbeat_s: float = 10.0, flush_s: float = 0.1, retry_s: float = 5.0,
+                 heartbeat_s: float = 10.0, flush_s: float = 0.02, retry_s: float = 5.0,
                  run: Optional[str] = None, max_batch: int = 4096) -> None:
         self.run_dir, self.rank, self.run = str(run_dir), int(rank), run
         self.path = spool_path(self.run_dir, self.rank)
@@ -63,6 +66,8 @@ class Emitter:
         self._retry_at = 0.0
         self._next_heartbeat = time.monotonic() + heartbeat_s
         self._closing = threading.Event()
+        self._pending = threading.Event()   # set by emit (and close): the writer has work
+        self._batch_at = time.monotonic()   # when the writer last took a batch
         self._closed = False
         self._flushed = threading.Condition()
         self._open()  # the setup check: fails loudly (once) and early, never raises
@@ -93,6 +98,8 @@ class Emitter:
                 self._dropped_queue += 1
                 return False
             self._queue.put_nowait(event)
+            if not self._pending.is_set():     # after the put: the writer drains after clearing
+                self._pending.set()
         except queue.Full:
             self._dropped_queue += 1
             self.guard.report("queue-full", f"event queue full ({self._queue.maxsize}); "
@@ -121,6 +128,7 @@ class Emitter:
             return
         self._closed = True
         self._closing.set()
+        self._pending.set()
         try:
             self._thread.join(timeout)
             atexit.unregister(self.close)
@@ -131,7 +139,13 @@ class Emitter:
 
     def _run(self) -> None:
         while True:
-            closing = self._closing.wait(self.flush_s)
+            due = self._next_heartbeat - time.monotonic()
+            if self._pending.wait(max(0.0, due)) and not self._closing.is_set():
+                # at most one batch per flush_s: wait out the rest since the last one
+                self._closing.wait(max(0.0, self._batch_at + self.flush_s - time.monotonic()))
+            closing = self._closing.is_set()
+            self._pending.clear()
+            self._batch_at = time.monotonic()
             if closing:
                 self._retry_at = 0.0  # one last attempt to open before giving up
             try:

@@ -123,6 +123,13 @@ def _inner_network(network: Any) -> Any:
     return network
 
 
+def model_params(cell: Any) -> list:
+    """The trainable weights of the model inside a train cell (not the optimizer's state)."""
+    inner = getattr(cell, "network", None) or getattr(cell, "_backbone", None) or cell
+    params = inner.trainable_params() if hasattr(inner, "trainable_params") else []
+    return [p for p in params if not str(p.name).startswith(("adam_", "moment", "accum", "doctor_"))]
+
+
 def config_from_params(cb: Any, *, optimizer: Any, grad_accum: int, world_size: int,
                        micro_batch_inputs: bool = False) -> Dict[str, Any]:
     """The ``run_start.config`` keys that can be read cheaply from the callback parameters."""

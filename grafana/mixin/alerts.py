@@ -5,6 +5,11 @@ that scrapes every sidecar: a sidecar that went down, ranks missing from the
 run, a straggler rank (step time vs the fleet median) and fleet throughput
 below the run's baseline. Thresholds and windows are parameters so the tests
 can build a fast copy; the shipped file uses :data:`DEFAULTS`.
+
+They share the sidecar's notion of a live rank (``msdoctor.core.liveness``): a rank counts
+while ``msdoctor_rank_running == 1`` (no run_end, not gone for good); a stale one
+(``msdoctor_rank_stale == 1``) reports 0 tokens/s, so it drops out of the fleet sum; and
+every alert is gated on its run (or rank) still running, so none outlives the run.
 """
 from __future__ import annotations
 
@@ -55,6 +60,16 @@ def _fleet_tokens() -> str:
     return "msdoctor:fleet_device_tokens_per_second:sum"
 
 
+def _running_rank() -> str:
+    """``and on (run, rank)`` filter: the rank is running (its run has not ended)."""
+    return f"and on (run, rank) {names.RUNNING.name} == 1"
+
+
+def _running_run() -> str:
+    """``and on (run)`` filter: at least one rank of the run is running."""
+    return f"and on (run) max by (run) ({names.RUNNING.name}) == 1"
+
+
 def recording_rules() -> List[Dict[str, Any]]:
     """Series the alerts below (and dashboards) reuse."""
     tps = names.by_source("tokens_per_s").name
@@ -68,7 +83,9 @@ def alerting_rules(p: Params = DEFAULTS) -> List[Dict[str, Any]]:
     last_step = names.LAST_STEP.name
     step_time = names.by_source("step_time_s").name
     expected = names.RUN_EXPECTED_TOKENS.name
-    avg_step = f"avg_over_time({step_time}[{p.straggler_window}])"
+    running, stale = names.RUNNING.name, names.STALE.name
+    avg_step = (f"(avg_over_time({step_time}[{p.straggler_window}]) "
+                f"and on (run, rank) {stale} == 0)")
     return [
         _alert("MsdoctorSidecarDown",
                f"up == 0 and on (job, instance) max_over_time({build}[{p.sidecar_memory}])",
@@ -80,7 +97,7 @@ def alerting_rules(p: Params = DEFAULTS) -> List[Dict[str, Any]]:
                "offsets without losing events. The node's ranks are not being watched until "
                "then."),
         _alert("MsdoctorRankMissing",
-               f"max by (run) ({world}) - count by (run) ({last_step}) > 0",
+               f"(max by (run) ({world}) - count by (run) ({last_step}) > 0)\n{_running_run()}",
                p.rank_missing_for, "critical",
                "{{ $value }} rank(s) of run {{ $labels.run }} are not reported by any sidecar.",
                "A rank never started, its spool is not where a sidecar looks, or the sidecar of "
@@ -91,7 +108,8 @@ def alerting_rules(p: Params = DEFAULTS) -> List[Dict[str, Any]]:
         _alert("MsdoctorStragglerRank",
                f"(\n  {avg_step}\n  / on (run) group_left ()\n"
                f"  quantile by (run) (0.5, {avg_step})\n) > {p.straggler_ratio:g}\n"
-               f"and on (run) count by (run) ({step_time}) >= {p.straggler_min_ranks}",
+               f"{_running_rank()}\n"
+               f"and on (run) count by (run) ({running} == 1) >= {p.straggler_min_ranks}",
                p.straggler_for, "warning",
                "Rank {{ $labels.rank }} of run {{ $labels.run }} steps {{ $value | printf "
                "\"%.2f\" }}x slower than the fleet median.",
@@ -101,7 +119,7 @@ def alerting_rules(p: Params = DEFAULTS) -> List[Dict[str, Any]]:
                "drill-down; drain or replace the node if the hardware is degraded."),
         _alert("MsdoctorFleetThroughputBelowExpected",
                f"{_fleet_tokens()}\n  / on (run) (max by (run) ({expected}) * max by (run) ({world}))"
-               f"\n< {p.throughput_ratio:g}",
+               f"\n< {p.throughput_ratio:g}\n{_running_run()}",
                p.throughput_for, "warning",
                "Run {{ $labels.run }} processes {{ $value | humanizePercentage }} of its "
                "expected tokens/s.",
@@ -111,7 +129,7 @@ def alerting_rules(p: Params = DEFAULTS) -> List[Dict[str, Any]]:
                "run's config with the baseline's."),
         _alert("MsdoctorFleetThroughputDropped",
                f"{_fleet_tokens()}\n< {p.drop_ratio:g} * quantile_over_time(0.5, "
-               f"{_fleet_tokens()}[{p.drop_window}] offset {p.drop_offset})",
+               f"{_fleet_tokens()}[{p.drop_window}] offset {p.drop_offset})\n{_running_run()}",
                p.drop_for, "warning",
                "Run {{ $labels.run }}'s throughput fell below "
                f"{p.drop_ratio:.0%} of its median over the previous {p.drop_window}.",

@@ -44,15 +44,22 @@ def _summary_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
             .with_panel(stat_panel("Fleet throughput", "short",
                                    query(f"sum({sel('device_tokens_per_second', RUN)})",
                                          legend="tokens/s"),
-                                   "Tokens per second over all selected ranks.", span=4))
+                                   "Tokens per second over all selected ranks as of now: a "
+                                   "stale or ended rank counts 0.", span=6))
             .with_panel(stat_panel("Slowest step time", "s",
                                    query(f"max({sel('step_duration_seconds', RUN)})",
                                          legend="max"),
-                                   "The longest last step time over the selected ranks.", span=4))
+                                   "The longest step time over the selected ranks (a stale "
+                                   "rank's is the time since its last step).", span=6))
+            .with_panel(stat_panel("Stale ranks", "none",
+                                   query(f"sum({sel('rank_stale', RUN)}) or vector(0)",
+                                         legend="stale"),
+                                   "Running ranks with no step for max(10 s, 10 median step "
+                                   "times); their tokens/s count 0.", span=6))
             .with_panel(stat_panel("Firing alerts", "none",
                                    query(f'count({names.ALERT.name}{{alertstate="firing",{RUN}}})'
                                          " or vector(0)", legend="firing"),
-                                   "msdoctor alerts firing now.", span=4)))
+                                   "msdoctor alerts firing now.", span=6)))
 
 
 def _training_row(d: dashboard.Dashboard) -> dashboard.Dashboard:

@@ -44,10 +44,12 @@ def _now_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
             .with_panel(stat_panel("Step time", "s", _q("step_duration_seconds"), span=4))
             .with_panel(stat_panel("Data-wait share", "percentunit", _q("data_wait_ratio"),
                                    span=4))
-            .with_panel(stat_panel("Seconds since last event", "s",
-                                   query(f"time() - {sel('last_event_timestamp_seconds', ONE)}",
+            .with_panel(stat_panel("Seconds since last step", "s",
+                                   query(f"time() - {sel('last_step_timestamp_seconds', ONE)}",
                                          legend=LEGEND),
-                                   "A silent rank is hung or dead.", span=4)))
+                                   "Step events only (a hung process keeps heartbeating); the "
+                                   "rank is stale after max(10 s, 10 median step times).",
+                                   span=4)))
 
 
 def _optimisation_row(d: dashboard.Dashboard) -> dashboard.Dashboard:

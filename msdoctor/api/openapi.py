@@ -45,19 +45,32 @@ SCHEMAS: Dict[str, Any] = {
         "expect": {"type": "object", "description": "run_start.expect (baselines)"},
         "ranks": {"type": "integer"},
         "status": {"type": "object", "additionalProperties": {"type": "integer"},
-                   "description": "rank count per status (running, completed, failed, stopped)"},
+                   "description": "rank count per status (running, completed, failed, stopped, "
+                                  "gone)"},
         "last_step": {"type": "object", "nullable": True,
                       "properties": {"min": {"type": "integer"}, "max": {"type": "integer"}}},
-        "alerts": COUNTS}),
+        "alerts": COUNTS,
+        "stale": {"type": "integer", "description": "running ranks with no step for max(10 s, "
+                  "10 median step times)"},
+        "ended": _obj(["outcome", "t", "statuses"], {
+            "outcome": {"type": "string", "enum": ["ok", "failed"]},
+            "t": {"type": "number", "nullable": True},
+            "statuses": {"type": "object", "additionalProperties": {"type": "integer"}}},
+            description="null while a rank runs; how and when every rank ended (run_end, or "
+                        "gone for good)", nullable=True)}),
     "Rank": _obj(["run", "rank", "status", "last_step", "t", "age_s", "latest", "counters",
                   "alerts"], {
         "run": {"type": "string"}, "rank": {"type": "integer"},
-        "status": {"type": "string", "enum": ["running", "completed", "failed", "stopped"]},
+        "status": {"type": "string",
+                   "enum": ["running", "completed", "failed", "stopped", "gone"]},
         "last_step": {"type": "integer", "nullable": True},
         "t": {"type": "number", "nullable": True, "description": "wall time of the newest event"},
-        "age_s": {"type": "number", "nullable": True},
+        "age_s": {"type": "number", "nullable": True,
+                  "description": "seconds since the rank's last step event"},
+        "stale": {"type": "boolean"},
         "latest": {"type": "object", "additionalProperties": NUMBER,
-                   "description": "latest value per signal (loss, grad_norm, tokens_per_s, ...)"},
+                   "description": "latest value per signal (loss, grad_norm, tokens_per_s, ...); "
+                                  "rates as of now: 0 tokens/s on a stale or ended rank"},
         "counters": {"type": "object", "additionalProperties": {"type": "integer"}},
         "alerts": COUNTS,
         "run_end": {"type": "object", "nullable": True}, "checkpoint": {"type": "object",
@@ -97,7 +110,11 @@ SCHEMAS: Dict[str, Any] = {
         "spark": _obj(["signal", "points", "values"], {
             "signal": {"type": "string"}, "points": {"type": "integer"},
             "values": {"type": "array", "items": {"type": "array", "items": NUMBER}}},
-            description="the last `points` values of `signal` per rank (when `spark` is given)")}),
+            description="the last `points` values of `signal` per rank (when `spark` is given)"),
+        "stale": {"type": "array", "items": {"type": "boolean"}},
+        "totals": {"type": "object", "additionalProperties": {"type": "number"},
+                   "description": "tokens_per_s summed over the live ranks; running and stale "
+                                  "rank counts"}}),
     "Alert": _obj(["alert", "state", "severity", "run", "rank", "step", "first_step", "value",
                    "summary", "cause", "fix", "runbook_url", "t"], {
         "alert": {"type": "string"}, "state": {"type": "string",
@@ -115,7 +132,9 @@ SCHEMAS: Dict[str, Any] = {
         "caused_by": {"type": "string", "nullable": True,
                       "description": "the alert firing on the same rank that this one is a "
                                      "consequence of (rules' consequence_of); such an alert is "
-                                     "not notified on its own"}}),
+                                     "not notified on its own"},
+        "reason": {"type": "string", "nullable": True,
+                   "description": "why it ended other than by its condition ('run ended')"}}),
     "RunList": _obj(["runs"], {"runs": {"type": "array", "items": _ref("Run")}}),
     "RankList": _obj(["run", "ranks"], {"run": {"type": "string"},
                                         "ranks": {"type": "array", "items": _ref("Rank")}}),

@@ -30,6 +30,7 @@ COMMANDS = {
     "train": "train",
     "demo": "demo",
     "completion": "completion",
+    "preflight": "preflight",
 }
 
 
@@ -42,7 +43,9 @@ def _available() -> dict:
     return found
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``only``, that one command's (the others' modules are
+    not imported: ``msdoctor replay`` does not pay for the sidecar's imports)."""
     from msdoctor import __version__
 
     parser = argparse.ArgumentParser(
@@ -50,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="A training doctor for MindSpore / MindFormers LLM jobs.")
     parser.add_argument("--version", action="version", version=f"msdoctor {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, module_name in _available().items():
+    commands = {only: COMMANDS[only]} if only in COMMANDS else _available()
+    for name, module_name in commands.items():
         module = importlib.import_module(f"msdoctor.cli.{module_name}")
         command = sub.add_parser(name, help=module.HELP, description=module.HELP,
                                  epilog=getattr(module, "EPILOG", None))
@@ -62,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     from msdoctor.cli.options import settle_run_dir
 
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()

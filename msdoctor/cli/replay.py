@@ -30,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "step tables (files or directories; see --format)")
     add_rules(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                        help="read a run directory's rank files in N processes (same output; "
+                             "default 1)")
     parser.add_argument("--fail-on", choices=SEVERITIES, metavar="SEVERITY",
                         help="exit with status 1 when an alert of this severity or worse fired "
                              f"({', '.join(SEVERITIES)}), e.g. in CI")
@@ -76,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         rules = load_rules(rule_paths(args))
         result = replay_paths(paths, rules, fmt, args.rank, args.run, args.seq_length,
-                              args.progress)
+                              args.progress, jobs=max(1, getattr(args, "jobs", 1) or 1))
     except RuleSetError as exc:
         for error in exc.errors:
             print(error, file=sys.stderr)

@@ -182,6 +182,8 @@ def serve(args: argparse.Namespace) -> int:
     except MsdoctorError as exc:
         print(f"msdoctor serve: {exc}; not starting", file=sys.stderr)
         return 2
+    stop = threading.Event()
+    stop_on_signals(stop)        # before "serving" is logged: a SIGTERM from then on is clean
     try:
         frontends.start(sidecar.store, sidecar.alerts, lock=sidecar.lock)
     except ListenError as exc:
@@ -190,8 +192,6 @@ def serve(args: argparse.Namespace) -> int:
     if not (args.run_dir / "events").is_dir():
         log.info("waiting for %s to appear", args.run_dir / "events")
     log.info("watching %s (state in %s)", args.run_dir / "events", sidecar.state_dir)
-    stop = threading.Event()
-    stop_on_signals(stop)
     for consumer in sidecar.consumers:
         if isinstance(consumer, RuleReloader):
             signal.signal(signal.SIGHUP, consumer.request)

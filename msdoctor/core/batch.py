@@ -224,19 +224,20 @@ def wire_steps(rows: List[Mapping[str, Any]], keys: tuple, rank: int
     first = 1 if "t" in keys else 0             # column 0 is the time when recorded
     nums = ("t",) * first + nums
     table: Any = list(map(itemgetter(*nums), rows)) if nums else [()] * n
+    flat = table if len(nums) == 1 else list(chain.from_iterable(table))
     try:
         step_numbers = np.fromiter(steps, dtype=np.int64, count=n)
         # float64 at once (never slow, whatever is inside); exactness comes from the types
-        values = np.array(table, dtype=np.float64).reshape(n, len(nums))
+        values = np.fromiter(flat, dtype=np.float64, count=n * len(nums)).reshape(n, len(nums))
     except (ValueError, TypeError, OverflowError):
         return None
     good = None
-    flat = table if len(nums) == 1 else chain.from_iterable(table)
     if nums and not set(map(type, flat)) <= _NUMBER:
-        if len(nums) == 1:
-            ok = np.fromiter((type(x) in _NUMBER for x in table), dtype=bool, count=n)
-        else:
-            ok = np.fromiter((set(map(type, x)) <= _NUMBER for x in table), dtype=bool, count=n)
+        ok = np.ones(n, dtype=bool)       # rows with another type in a column: one by one
+        for j in range(len(nums)):
+            column = flat[j::len(nums)]
+            if not set(map(type, column)) <= _NUMBER:
+                ok[[i for i, x in enumerate(column) if type(x) not in _NUMBER]] = False
         if not ok.any():
             return None
         good = np.flatnonzero(ok)

@@ -45,6 +45,9 @@ log = logging.getLogger("msdoctor.sidecar")
 #: Periodic snapshots wait at least this many times as long as the last one took (<= ~10 %
 #: of the pipeline's time goes to snapshots, however big the state).
 SNAPSHOT_BUDGET = 10.0
+#: Woken by a change, the sidecar still polls at most every this many seconds: a burst of
+#: writes from many ranks is read in one poll, not one poll per write.
+MIN_POLL_GAP = 0.02
 Clock = Union[WallClock, RecordClock]
 #: (run, rank, non-step events, step batch or None): one unit of a recording.
 Item = Tuple[str, int, List[Dict[str, Any]], Optional[StepBatch]]
@@ -245,6 +248,33 @@ class Pipeline:
                 if hasattr(consumer, "on_chunk"):
                     self._call(name, consumer, "on_chunk", chunk, self.store)
 
+    def apply_many(self, chunks: List[Chunk]) -> None:
+        """:meth:`apply` for the chunks of one poll, with the engine evaluating their step
+        batches together (one pass over the rules for all ranks, see
+        ``Engine.process_many``); the store and the consumers see each chunk as before."""
+        if self.engine is None or not hasattr(self.engine, "process_many") or len(chunks) < 2:
+            for chunk in chunks:
+                self.apply(chunk)
+            return
+        admitted = []
+        with self.lock:
+            for chunk in chunks:
+                if chunk.events or chunk.steps is not None \
+                        or any(e.line_no for e in chunk.errors):
+                    steps = len(chunk.steps) if chunk.steps is not None else 0
+                    count = max(len(chunk.events), len(chunk.others) + steps)
+                    if not self.run_limit.admit(chunk.run, chunk.others, count, chunk.path):
+                        continue
+                    if self.store is not None:
+                        self.store.apply(chunk)
+                    admitted.append(chunk)
+            self._call("engine", self, "_feed_many", admitted)
+        for chunk in chunks:
+            for name, consumer in zip(self._names, self.consumers):
+                if hasattr(consumer, "on_chunk"):
+                    with self.lock:
+                        self._call(name, consumer, "on_chunk", chunk, self.store)
+
     def ingest(self, run: str, rank: int, others: List[Dict[str, Any]],
                steps: Optional[StepBatch], source: str = "") -> None:
         """One item of a recording (a log read into batches), as if it came from a spool."""
@@ -270,7 +300,17 @@ class Pipeline:
         between (unless it was ticked past that time already). A ``run_end`` among ``others``
         goes with the last part (the rank was running during its pauses), the rest with the
         first."""
-        engine = self.engine
+        parts = self._parts(run, rank, others, batch)
+        if parts is None:
+            self.engine.process(run, rank, others, batch)
+        else:
+            self._feed_parts(run, rank, others, parts)
+        self._noted(run, rank, batch)
+
+    def _parts(self, run: str, rank: int, others: List[Dict[str, Any]],
+               batch: Optional[StepBatch]) -> Optional[List[Tuple[Optional[StepBatch], Any]]]:
+        """How one item is evaluated: None for in one piece (no pause inside it), else its
+        parts between pauses, each with the ticks that follow it."""
         t_max = latest_time(batch)
         self._note(others, t_max)
         before, step_before = self.times.before(run, rank)
@@ -278,23 +318,45 @@ class Pipeline:
                 or self.times.last_tick(run, rank) >= t_max):
             # nothing to cut: no pause inside, or the rank was ticked past all of it already
             # (live, the wall clock runs ahead of the records), so no tick falls in between
-            engine.process(run, rank, others, batch)
-        else:
-            parts = split_at_gaps(batch, before, step_before)
-            ends = [e for e in others if e.get("type") == "run_end"]
-            first = [e for e in others if e.get("type") != "run_end"]
-            for k, (part, ticks) in enumerate(parts):
-                events = first if k == 0 else []
-                if k == len(parts) - 1:
-                    events = events + ends
-                if part is not None or events:
-                    engine.process(run, rank, events, part)
-                for now in ticks.tolist():
-                    if now > self.times.last_tick(run, rank):
-                        engine.tick_rank(run, rank, now)
-                        self.times.tick(run, rank, now)
+            return None
+        parts = split_at_gaps(batch, before, step_before)
+        if len(parts) == 1 and parts[0][0] is batch and not len(parts[0][1]):
+            return None
+        return parts
+
+    def _noted(self, run: str, rank: int, batch: Optional[StepBatch]) -> None:
         if batch is not None and len(batch):
-            self.times.note(run, rank, batch, t_max)
+            self.times.note(run, rank, batch, latest_time(batch))
+
+    def _feed_parts(self, run: str, rank: int, others: List[Dict[str, Any]],
+                    parts: List[Tuple[Optional[StepBatch], Any]]) -> None:
+        engine = self.engine
+        ends = [e for e in others if e.get("type") == "run_end"]
+        first = [e for e in others if e.get("type") != "run_end"]
+        for k, (part, ticks) in enumerate(parts):
+            events = first if k == 0 else []
+            if k == len(parts) - 1:
+                events = events + ends
+            if part is not None or events:
+                engine.process(run, rank, events, part)
+            for now in ticks.tolist():
+                if now > self.times.last_tick(run, rank):
+                    engine.tick_rank(run, rank, now)
+                    self.times.tick(run, rank, now)
+
+    def _feed_many(self, chunks: List[Chunk]) -> None:
+        """:meth:`_feed` for the chunks of one poll: those without a pause inside go to the
+        engine together (``process_many``), the others one by one."""
+        together = []
+        for chunk in chunks:
+            run, rank, others, batch = chunk.run, chunk.rank, chunk.others, chunk.steps
+            parts = self._parts(run, rank, others, batch)
+            if parts is None:
+                together.append((run, rank, others, batch))
+            else:
+                self._feed_parts(run, rank, others, parts)
+            self._noted(run, rank, batch)
+        self.engine.process_many(together)
 
     # -- time ---------------------------------------------------------------
     def tick(self, now: Optional[float] = None) -> None:
@@ -338,8 +400,8 @@ class Pipeline:
     def poll_once(self) -> List[Chunk]:
         """Tail the spool once: apply each chunk, then tick."""
         chunks = self.tailer.poll(self.poll_bytes) if self.tailer is not None else []
-        for chunk in chunks:
-            self.apply(chunk)
+        self._note_layers(chunks)
+        self.apply_many(chunks)
         self.tick()
         return chunks
 
@@ -350,6 +412,7 @@ class Pipeline:
         if self.tailer is None:
             return 0
         for chunks in drain(self.tailer):
+            self._note_layers(chunks)
             for chunk in chunks:
                 self.apply(chunk)
                 if observe is not None:
@@ -357,21 +420,48 @@ class Pipeline:
                 count += 1
         return count
 
+    def _note_layers(self, chunks: List[Chunk]) -> None:
+        """Every rank's layers events of one read, before any rank is judged (``first_rank``)."""
+        book: Any = getattr(self.engine, "layers", None)
+        for event, chunk in ((e, c) for c in chunks for e in c.others if book is not None):
+            if event.get("type") == "layers":
+                book.note(chunk.run, chunk.rank, event)
+
     def run_forever(self, stop_event: threading.Event) -> None:
         """Poll until ``stop_event`` is set; snapshot periodically and at the end.
 
-        Polls back to back while there is a backlog, otherwise sleeps ``poll_interval``.
+        Polls back to back while there is a backlog; otherwise waits until a rank file
+        changes (inotify, :mod:`msdoctor.core.wake`; a woken poll starts at least
+        ``MIN_POLL_GAP``, and twice as long as the last polls took, after they started, so
+        changes that never stop take at most half of the sidecar's time) or ``poll_interval`` passes, whichever comes
+        first.
         """
         if self.last_snapshot is None:
             self.last_snapshot = self.clock.now()
+        from msdoctor.core.wake import SpoolWaker  # ctypes: only a live sidecar needs it
+
+        waker = SpoolWaker(self.run_dir) if self.run_dir is not None else None
         try:
+            woke = time.monotonic()        # the polls since then ran back to back
             while not stop_event.is_set():
                 chunks = self.poll_once()
                 if self.persist and self.snapshot_due():
                     self.save_snapshot()
-                if not chunks:
+                if chunks:
+                    continue
+                if waker is not None and waker.native:
+                    busy = time.monotonic() - woke
+                    waker.wait(self.poll_interval)
+                    # woken: at most half of the time goes to polls woken by changes
+                    gap = max(MIN_POLL_GAP, 2 * busy) - (time.monotonic() - woke)
+                    if gap > 0:
+                        stop_event.wait(gap)
+                else:
                     stop_event.wait(self.poll_interval)
+                woke = time.monotonic()
         finally:
+            if waker is not None:
+                waker.close()
             if self.persist:
                 self.save_snapshot()
 

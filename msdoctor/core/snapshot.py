@@ -68,23 +68,29 @@ def fingerprint(path: Path, offset: int) -> str:
 # -- state <-> (JSON, arrays) ------------------------------------------------
 def store_to_dict(store: Store) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
     """The store as a JSON-able document plus the ring buffers as named arrays."""
-    arrays: Dict[str, np.ndarray] = {}
+    steps: List[np.ndarray] = []
+    values: List[np.ndarray] = []
+    at = 0
     runs = []
     for run in store.runs.values():
         ranks = []
         for rank in run.ranks.values():
             series = {}
             for name, buffer in rank.series.items():
-                key = f"s{len(arrays) // 2}"
-                arrays[f"{key}_steps"], arrays[f"{key}_values"] = buffer.arrays()
-                series[name] = key
+                steps.append(buffer.steps)
+                values.append(buffer.values)
+                series[name] = [at, len(buffer)]      # where in the two flat arrays
+                at += len(buffer)
             ranks.append({"rank": rank.rank, "status": rank.status, "last_step": rank.last_step,
-                          "t": rank.t, "received": rank.received, "latest": rank.latest,
+                          "t": rank.t, "received": rank.received, "step_t": rank.step_t,
+                          "median_step_s": rank.median_step_s, "latest": rank.latest,
                           "counters": rank.counters, "run_end": rank.run_end,
                           "checkpoint": rank.checkpoint, "stop": rank.stop, "series": series})
         runs.append({"run": run.run, "world_size": run.world_size, "config": run.config,
                      "expect": run.expect,
                      "run_start": [[r, e] for r, e in run.run_start.items()], "ranks": ranks})
+    arrays = {"series_steps": np.concatenate(steps) if steps else np.zeros(0, dtype=np.int64),
+              "series_values": np.concatenate(values) if values else np.zeros(0)}
     return {"capacity": store.capacity, "runs": runs,
             "run_limit": store.run_limit.to_json()}, arrays
 
@@ -105,13 +111,15 @@ def store_from_dict(doc: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
             rank.status = str(item["status"])
             rank.last_step = item.get("last_step")
             rank.t, rank.received = item.get("t"), item.get("received")
+            rank.step_t = item.get("step_t", rank.t)         # older snapshots: the newest event
+            rank.note_median(item.get("median_step_s"))
             rank.latest = {str(k): float(v) for k, v in item.get("latest", {}).items()}
             rank.counters.update({k: int(v) for k, v in item.get("counters", {}).items()
                                   if k in COUNTERS})
             rank.run_end, rank.checkpoint = item.get("run_end"), item.get("checkpoint")
             rank.stop = item.get("stop")
             for name, key in item.get("series", {}).items():
-                steps, values = arrays[f"{key}_steps"], arrays[f"{key}_values"]
+                steps, values = _series_arrays(arrays, name, key)
                 if steps.dtype.kind != "i" or values.dtype.kind != "f" or steps.shape != values.shape:
                     raise SnapshotError(f"series {name!r}: expected int steps and float values of "
                                         f"equal length, got {steps.dtype}{steps.shape} and "
@@ -119,6 +127,21 @@ def store_from_dict(doc: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
                 rank.series[name] = Series.from_arrays(steps, values, store.capacity)
             run.ranks[rank.rank] = rank
     return store
+
+
+def _series_arrays(arrays: Mapping[str, np.ndarray], name: str, key: Any
+                   ) -> Tuple[np.ndarray, np.ndarray]:
+    """A series' saved points: ``[at, length]`` in the flat arrays (or, in earlier
+    snapshots, the name of its own pair of arrays)."""
+    if isinstance(key, str):
+        return arrays[f"{key}_steps"], arrays[f"{key}_values"]
+    steps, values = arrays.get("series_steps"), arrays.get("series_values")
+    if (not isinstance(key, list) or len(key) != 2 or not all(isinstance(k, int) and k >= 0
+                                                               for k in key)
+            or steps is None or values is None or key[0] + key[1] > steps.shape[0]
+            or key[0] + key[1] > values.shape[0]):
+        raise SnapshotError(f"series {name!r}: {key!r} does not fit the saved arrays")
+    return steps[key[0]:key[0] + key[1]], values[key[0]:key[0] + key[1]]
 
 
 # -- consumer states: JSON values and numpy arrays ------------------------------

@@ -74,20 +74,23 @@ class SpoolTailer:
     """Incrementally read every ``rank-*.jsonl`` of ``<run_dir>/events``.
 
     ``offsets`` (from :attr:`offsets` of an earlier tailer) resumes where that
-    one stopped; ``runs`` (from :attr:`runs`) restores the run id of each file.
+    one stopped; ``runs`` (from :attr:`runs`) restores the run id of each file;
+    ``part`` ``(i, n)`` reads only the files of the ranks ``r % n == i`` (a share
+    of a parallel replay).
     """
 
     def __init__(self, run_dir: os.PathLike | str,
                  offsets: Optional[Mapping[str, Tuple[int, int]]] = None,
                  runs: Optional[Mapping[str, str]] = None,
-                 max_line_bytes: int = MAX_LINE_BYTES) -> None:
+                 max_line_bytes: int = MAX_LINE_BYTES,
+                 part: Optional[Tuple[int, int]] = None) -> None:
         self.run_dir = Path(run_dir)
         self.events_dir = events_dir(self.run_dir)
         self.default_run = self.run_dir.resolve().name
         self.max_line_bytes = int(max_line_bytes)
         self._files: Dict[str, _File] = {}
         self._gone: Dict[str, str] = {}      # run id of each removed file, for its return
-        self._listing = Listing(self.events_dir)
+        self._listing = Listing(self.events_dir, part)
         self._problems = Problems()
         for rel, pos in (offsets or {}).items():
             self._files[rel] = self._new_file(rel, int(pos[0]), int(pos[1]))
@@ -143,8 +146,12 @@ class SpoolTailer:
         return [(f"events/{e.name}", e) for _rank, e in self._listing.entries() or []
                 if non_canonical(e.name, _rank) is None]
 
-    def poll(self, max_bytes: int = DEFAULT_POLL_BYTES) -> List[Chunk]:
+    def poll(self, max_bytes: int = DEFAULT_POLL_BYTES, per_file: Optional[int] = None
+             ) -> List[Chunk]:
         """Read what was appended since the last poll; one or more Chunks per changed file.
+
+        The files with new data share ``max_bytes``; ``per_file`` gives each of them that
+        many bytes instead (whatever the others hold: a replay reads each file alike).
 
         A path that cannot be read as a spool file (a directory, a FIFO, a symbolic link
         loop, no descriptor left) gives one Chunk with the error, once while the problem
@@ -188,7 +195,8 @@ class SpoolTailer:
                 f.behind = False
         if not pending:
             return chunks
-        share = max(int(max_bytes) // len(pending), MIN_FILE_BYTES, 1)
+        share = int(per_file) if per_file else max(int(max_bytes) // len(pending),
+                                                   MIN_FILE_BYTES, 1)
         for _rel, path, f, st in pending:
             chunks.extend(self._read(path, f, st, share))
         return chunks
@@ -387,15 +395,20 @@ class SpoolTailer:
 READ_BYTES_PER_FILE = 4 << 20
 
 
-def drain(tailer: "SpoolTailer") -> Iterator[List[Chunk]]:
+def drain(tailer: "SpoolTailer", empty: bool = False) -> Iterator[List[Chunk]]:
     """The chunks of every poll of ``tailer``, until the spool is drained.
 
-    A poll may read and give nothing (the middle of an over-long line being skipped): the
-    spool is drained when a poll gives nothing and moves no file forward."""
+    Each poll reads up to ``READ_BYTES_PER_FILE`` of every file, so how a file is cut
+    into chunks does not depend on the other files (a parallel replay cuts alike). A poll
+    may read and give nothing (the middle of an over-long line being skipped; yielded as
+    ``[]`` when ``empty``): the spool is drained when a poll gives nothing and moves no
+    file forward."""
     while True:
         before = tailer.offsets
-        chunks = tailer.poll(READ_BYTES_PER_FILE * max(1, len(tailer.scan())))
+        chunks = tailer.poll(per_file=READ_BYTES_PER_FILE)
         if chunks:
             yield chunks
         elif not tailer.behind() or tailer.offsets == before:
             return
+        elif empty:
+            yield chunks

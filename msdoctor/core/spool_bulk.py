@@ -28,7 +28,7 @@ BULK_LINES = 2048                 # lines parsed and checked together by the bul
 def _fast_decode_table() -> Dict[str, Tuple[Dict[str, tuple], frozenset]]:
     """Per event type: field -> exact types that validate() accepts unchanged; required fields."""
     accept = {"int": (int,), "number": (float, int), "bool": (bool,), "string": (str,),
-              "object": (dict,)}
+              "object": (dict,), "numbers": (list,), "names": (list,)}
     table = {}
     for kind, spec in FIELDS.items():
         types = {name: accept[fkind] for name, (fkind, _) in spec.items()}

@@ -36,8 +36,10 @@ def non_canonical(name: str, rank: int) -> Optional[str]:
 class Listing:
     """``events/`` as it is now; a listing that fails is logged once per kind of failure."""
 
-    def __init__(self, events_dir: os.PathLike | str) -> None:
+    def __init__(self, events_dir: os.PathLike | str,
+                 part: Optional[Tuple[int, int]] = None) -> None:
         self.events_dir = os.fspath(events_dir)
+        self.part = part                    # (i, n): only the ranks r with r % n == i
         self._failed: Optional[str] = None
 
     def entries(self) -> Optional[List[Tuple[int, os.DirEntry]]]:
@@ -55,6 +57,9 @@ class Listing:
                 log.error("%s; retrying at the next poll, positions kept", message)
             return None
         self._failed = None
+        if self.part is not None:
+            index, count = self.part
+            found = [item for item in found if item[0] % count == index]
         found.sort(key=lambda item: (item[0], item[1].name))
         return found
 

@@ -20,10 +20,15 @@ import numpy as np
 
 from msdoctor.core.batch import StepBatch
 from msdoctor.core.limits import RunLimit
+from msdoctor.core.liveness import STALE_MIN_S, gone_after, is_gone, median_of, stale_after
 from msdoctor.core.runstart import fold_run_start
 from msdoctor.core.spool import Chunk
 
 DEFAULT_CAPACITY = 4096
+MIN_ROOM = 64           # a series' first backing arrays (points)
+#: The series of each step's wall-clock time (the event's ``t``): charts on a time axis read
+#: it; it is kept like a signal but has no latest value.
+WALL_TIME = "t"
 STATUSES = ("running", "completed", "failed", "stopped")
 COUNTERS = ("steps", "overflow_steps", "nonfinite_losses", "events", "decode_errors",
             "repeated_steps", "dropped")
@@ -43,8 +48,10 @@ def keep_last_writes(steps: np.ndarray) -> np.ndarray:
 class Series:
     """Bounded ring buffer of ``(step int64, value float64)`` in increasing step order.
 
-    Backed by arrays of twice the capacity so the live window is always one
-    contiguous slice (appends are amortised O(1) per point, reads need no copy).
+    The live window is always one contiguous slice of the backing arrays (reads need no
+    copy). The arrays grow with what is kept, by doubling, up to the capacity plus a
+    quarter of slack; then survivors move to the front when the slack is used up
+    (appends stay amortised O(1) per point). A short run holds a short array.
     """
 
     __slots__ = ("capacity", "_steps", "_values", "_lo", "_hi")
@@ -53,9 +60,14 @@ class Series:
         if int(capacity) < 1:
             raise ValueError(f"series capacity must be >= 1, got {capacity!r}")
         self.capacity = int(capacity)
-        self._steps = np.empty(2 * self.capacity, dtype=np.int64)
-        self._values = np.empty(2 * self.capacity, dtype=np.float64)
+        size = min(MIN_ROOM, self._room())
+        self._steps = np.empty(size, dtype=np.int64)
+        self._values = np.empty(size, dtype=np.float64)
         self._lo = self._hi = 0
+
+    def _room(self) -> int:
+        """The largest backing array: the capacity plus a quarter (at least one point)."""
+        return self.capacity + max(self.capacity // 4, 1)
 
     def __len__(self) -> int:
         return self._hi - self._lo
@@ -111,21 +123,34 @@ class Series:
         """Append strictly increasing steps beyond the last buffered one."""
         n, cap = steps.shape[0], self.capacity
         if n >= cap:
+            self._make_room(0, cap)
             self._steps[:cap] = steps[-cap:]
             self._values[:cap] = values[-cap:]
-            self._lo, self._hi = 0, cap
+            self._hi = cap
             return
-        if self._hi + n > 2 * cap:         # compact: move the survivors to the front
-            keep = min(self._hi - self._lo, cap - n)
-            src = slice(self._hi - keep, self._hi)
-            self._steps[:keep] = self._steps[src]
-            self._values[:keep] = self._values[src]
-            self._lo, self._hi = 0, keep
+        if self._hi + n > self._steps.shape[0]:    # grow, or move the survivors to the front
+            self._make_room(min(self._hi - self._lo, cap - n), n)
         self._steps[self._hi:self._hi + n] = steps
         self._values[self._hi:self._hi + n] = values
         self._hi += n
         if self._hi - self._lo > cap:
             self._lo = self._hi - cap
+
+    def _make_room(self, keep: int, more: int) -> None:
+        """The newest ``keep`` points at the front, with room for ``more`` after them (the
+        arrays grow by doubling, up to :meth:`_room`)."""
+        size = self._steps.shape[0]
+        if keep + more > size:
+            size = min(max(2 * size, keep + more), self._room())
+        src = slice(self._hi - keep, self._hi)
+        if size != self._steps.shape[0]:
+            steps, values = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.float64)
+        else:
+            steps, values = self._steps, self._values
+        steps[:keep] = self._steps[src]
+        values[:keep] = self._values[src]
+        self._steps, self._values = steps, values
+        self._lo, self._hi = 0, keep
 
     def arrays(self) -> Tuple[np.ndarray, np.ndarray]:
         """Copies of all buffered ``(steps, values)`` (for snapshots)."""
@@ -158,6 +183,9 @@ class RankState:
     status: str = "running"
     last_step: Optional[int] = None
     t: Optional[float] = None            # wall time of the newest event (the trainer's clock)
+    step_t: Optional[float] = None       # wall time of the newest step event (the trainer's clock)
+    median_step_s: Optional[float] = None   # median of the last step times (core.liveness)
+    stale_limit: float = STALE_MIN_S        # seconds without a step before it is stale
     received: Optional[float] = None     # when the sidecar last read an event of this rank
     latest: Dict[str, float] = field(default_factory=dict)
     counters: Dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
@@ -203,14 +231,35 @@ class RankState:
             if buffer is None:
                 buffer = self.series[name] = Series(self.capacity)
             buffer._append(s, v)           # increasing and beyond every buffered step
+        self._keep_times(batch, keep)
         self.last_step = int(steps[-1])
+        step_time = self.series.get("step_time_s")
+        if step_time is not None and "step_time_s" in batch.columns:
+            self.note_median(median_of(step_time.values))
         names = self.series if keep is not None else batch.columns
         for name in names:
+            if name == WALL_TIME:
+                continue
             point = self.series[name].last() if name in self.series else None
             if point is None:
                 self.latest.pop(name, None)
             else:
                 self.latest[name] = point[1]
+
+    def _keep_times(self, batch: StepBatch, keep: Optional[np.ndarray]) -> None:
+        """Append the steps' wall-clock times (where recorded) to the :data:`WALL_TIME` series."""
+        recorded = np.isfinite(batch.t)
+        if keep is not None:
+            recorded &= keep
+        if not recorded.any():
+            return
+        buffer = self.series.get(WALL_TIME)
+        if buffer is None:
+            buffer = self.series[WALL_TIME] = Series(self.capacity)
+        if recorded.all():
+            buffer._append(batch.steps, batch.t)
+        else:
+            buffer._append(batch.steps[recorded], batch.t[recorded])
 
     def apply_event(self, event: Dict[str, Any]) -> None:
         """Fold one non-step event (run_start, run_end, checkpoint, heartbeat, stop)."""
@@ -228,11 +277,28 @@ class RankState:
         elif kind == "stop":
             self.stop = {k: event[k] for k in ("reason", "step", "t") if k in event}
 
+    def note_median(self, median: Optional[float]) -> None:
+        """Keep the median step time and the staleness limit it gives."""
+        self.median_step_s, self.stale_limit = median, stale_after(median)
+
     def age(self, now: Optional[float] = None) -> Optional[float]:
-        """Seconds since the newest event's wall time, or None."""
-        if self.t is None:
+        """Seconds since the newest step event's wall time (heartbeats do not count), or None."""
+        if self.step_t is None:
             return None
-        return (time.time() if now is None else now) - self.t
+        return (time.time() if now is None else now) - self.step_t
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+    def stale(self, now: float) -> bool:
+        """Running, and no step for longer than :func:`msdoctor.core.liveness.stale_after`."""
+        return self.status == "running" and self.step_t is not None \
+            and now - self.step_t > self.stale_limit
+
+    def gone(self, now: float, expect: Optional[Dict[str, Any]] = None) -> bool:
+        """Not ended, and nothing read from it for :func:`msdoctor.core.liveness.gone_after`."""
+        return is_gone(self.running, self.received, now, gone_after(expect))
 
 
 @dataclass
@@ -293,6 +359,9 @@ class Store:
             if t is not None:
                 state.t = t
                 break
+        if chunk.steps is not None and len(chunk.steps):
+            t_steps = chunk.steps.t[~np.isnan(chunk.steps.t)]
+            state.step_t = float(t_steps.max()) if t_steps.shape[0] else state.received
         return state
 
     def ranks(self) -> List[Tuple[str, int, RankState]]:

@@ -113,7 +113,7 @@ class AlertmanagerDeliverer(Deliverer):
         annotations = {k: str(t[k]) for k in ("summary", "cause", "fix", "runbook_url")
                        if t.get(k) not in (None, "")}
         annotations["value"] = format_value(t.get("value"))
-        for k in ("step", "first_step"):
+        for k in ("step", "first_step", "reason"):
             if t.get(k) is not None:
                 annotations[k] = str(t[k])
         if t.get("state") == "firing":

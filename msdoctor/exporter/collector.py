@@ -10,12 +10,14 @@ which produces the same text several times faster than ``generate_latest``.
 from __future__ import annotations
 
 import platform
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
 from msdoctor import __version__
+from msdoctor.core.liveness import RATE_SIGNALS, gone_after, stale_step_time
 from msdoctor.core.state import Store
 from msdoctor.exporter import names
 from msdoctor.exporter.names import MetricSpec
@@ -61,17 +63,21 @@ def _retry(fn: Callable[[], Any], attempts: int = 3) -> Any:
 
 
 def scrape_families(store: Store, alerts: Optional[AlertSource] = None,
-                      deliverers: Sequence[DeliveryStats] = ()) -> List[Family]:
-    """Every family ``/metrics`` exposes, read from ``store`` now (in :data:`names.ALL` order)."""
-    return _retry(lambda: _families(store, alerts, deliverers))
+                      deliverers: Sequence[DeliveryStats] = (),
+                      now: Optional[float] = None) -> List[Family]:
+    """Every family ``/metrics`` exposes, read from ``store`` as of ``now`` (default: the
+    wall clock), in :data:`names.ALL` order."""
+    at = time.time() if now is None else float(now)
+    return _retry(lambda: _families(store, alerts, deliverers, at))
 
 
 def _families(store: Store, alerts: Optional[AlertSource],
-              deliverers: Sequence[DeliveryStats]) -> List[Family]:
+              deliverers: Sequence[DeliveryStats], now: float) -> List[Family]:
     gauges = [Family(spec) for spec in names.RANK_GAUGES]
     sources = [(f.spec.source, f.keys.append, f.values.append) for f in gauges]
     last_step, last_event, running = (Family(names.LAST_STEP), Family(names.LAST_EVENT_TIME),
                                       Family(names.RUNNING))
+    last_step_t, stale_family = Family(names.LAST_STEP_TIME), Family(names.STALE)
     counters = [Family(spec) for spec in names.RANK_COUNTERS]
     counter_sources = [(f.spec.source, f.keys.append, f.values.append) for f in counters]
     world = Family(names.RUN_WORLD_SIZE)
@@ -82,9 +88,21 @@ def _families(store: Store, alerts: Optional[AlertSource],
             world.add((run,), float(run_state.world_size))
         _expected(run_state.expect, names.RUN_EXPECTED_TOKENS.source, run, exp_tokens)
         _expected(run_state.expect, names.RUN_EXPECTED_STEP_TIME.source, run, exp_step)
+        gone = now - gone_after(run_state.expect)       # nothing read since then: gone
         for rank, state in sorted(list(run_state.ranks.items())):
             key = (run, str(rank))
             latest = state.latest
+            heard, step_t = state.received, state.step_t
+            live = state.status == "running" and (heard is None or heard >= gone)
+            stale = live and step_t is not None and now - step_t > state.stale_limit
+            if stale or not live:                  # rates as of now (core.liveness)
+                latest = dict(latest)
+                for name in RATE_SIGNALS:
+                    if name in latest:
+                        latest[name] = 0.0
+                if stale and "step_time_s" in latest:
+                    latest["step_time_s"] = stale_step_time(latest["step_time_s"],
+                                                            now - (step_t or now))
             for source, add_key, add_value in sources:
                 value = latest.get(source)
                 if value is not None:
@@ -94,7 +112,10 @@ def _families(store: Store, alerts: Optional[AlertSource],
                 last_step.add(key, float(state.last_step))
             if state.t is not None:
                 last_event.add(key, float(state.t))
-            running.add(key, 1.0 if state.status == "running" else 0.0)
+            if step_t is not None:
+                last_step_t.add(key, float(step_t))
+            running.add(key, 1.0 if live else 0.0)
+            stale_family.add(key, 1.0 if stale else 0.0)
             c = state.counters
             for source, add_key, add_value in counter_sources:
                 add_key(key)
@@ -102,10 +123,11 @@ def _families(store: Store, alerts: Optional[AlertSource],
     alert = Family(names.ALERT)
     if alerts is not None:
         for a in alerts.active():
-            rank = a.get("rank")
+            rank, where = a.get("rank"), a.get("labels") or {}
             alert.add((str(a.get("alert", "")), str(a.get("state", "")),
                        str(a.get("severity", "")), str(a.get("run", "")),
-                       "" if rank is None else str(rank), str(a.get("caused_by") or "")), 1.0)
+                       "" if rank is None else str(rank), str(a.get("caused_by") or ""),
+                       str(where.get("layer") or ""), str(where.get("first_rank") or "")), 1.0)
     delivered, failed, dropped = (Family(names.NOTIFICATIONS), Family(names.DELIVERY_FAILURES),
                                   Family(names.DELIVERY_DROPPED))
     for d in deliverers:
@@ -115,7 +137,7 @@ def _families(store: Store, alerts: Optional[AlertSource],
         dropped.add((d.receiver,), float(stats.get("dropped", 0)))
     refused = Family(names.INGEST_REFUSED, [()], [float(store.run_limit.refused_events)])
     build = Family(names.BUILD, [(__version__, platform.python_version())], [1.0])
-    return [*gauges, last_step, last_event, running, *counters, world, exp_tokens, exp_step,
+    return [*gauges, last_step, last_event, last_step_t, running, stale_family, *counters, world, exp_tokens, exp_step,
             alert, delivered, failed, dropped, refused, build]
 
 
@@ -152,14 +174,16 @@ class StoreCollector:
     """
 
     def __init__(self, store: Store, alerts: Optional[AlertSource] = None,
-                 deliverers: Iterable[DeliveryStats] = ()) -> None:
+                 deliverers: Iterable[DeliveryStats] = (),
+                 clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.alerts = alerts
         self.deliverers = list(deliverers)
+        self.clock = clock
 
     def families(self) -> List[Family]:
-        """The columnar families (what the fast exposition renders)."""
-        return scrape_families(self.store, self.alerts, self.deliverers)
+        """The columnar families (what the fast exposition renders), as of the clock."""
+        return scrape_families(self.store, self.alerts, self.deliverers, self.clock())
 
     def collect(self) -> Iterator[Metric]:
         """Yield every family, read fresh from the state."""

@@ -52,9 +52,11 @@ RANK_GAUGES: Tuple[MetricSpec, ...] = (
     _g("loss_scale", "loss_scale", "Dynamic loss scale at the last recorded step."),
     _g("learning_rate", "lr", "Learning rate at the last recorded step."),
     _g("device_tokens_per_second", "tokens_per_s",
-       "Tokens processed per second by this device over the last step."),
+       "Tokens processed per second by this device as of now: the last step's rate while the "
+       "rank steps, 0 once it is stale or has ended."),
     _g("step_duration_seconds", "step_time_s",
-       "Wall time of the last step, from the previous step's end (includes the data wait)."),
+       "Wall time of the last step, from the previous step's end (includes the data wait); "
+       "on a stale rank, the time since its last step."),
     _g("data_wait_seconds", "data_wait_s", "Time the last step waited for its input data."),
     _g("data_wait_ratio", "data_wait_share", "Share of the last step spent waiting for data."),
     _g("update_ratio", "update_ratio",
@@ -70,7 +72,12 @@ RANK_GAUGES: Tuple[MetricSpec, ...] = (
 LAST_STEP = _g("last_step", "step", "Optimizer step number of the rank's last step event.")
 LAST_EVENT_TIME = _g("last_event_timestamp_seconds", "event_t",
                      "Unix time of the rank's last event of any kind (heartbeats included).")
-RUNNING = _g("rank_running", "running", "1 while the rank has not reported the end of its run.")
+LAST_STEP_TIME = _g("last_step_timestamp_seconds", "step_t",
+                    "Unix time of the rank's last step event (heartbeats do not count).")
+RUNNING = _g("rank_running", "running",
+             "1 while the rank has not ended its run (no run_end, not gone for good).")
+STALE = _g("rank_stale", "stale",
+           "1 while the rank runs but logged no step for max(10 s, 10 median step times).")
 
 #: Per (run, rank) counters (``source`` = counter name in the state).
 RANK_COUNTERS: Tuple[MetricSpec, ...] = (
@@ -99,7 +106,8 @@ RUN_EXPECTED_STEP_TIME = MetricSpec(
 #: Alert state, shaped like Prometheus' own ``ALERTS`` series.
 ALERT = MetricSpec(PREFIX + "alert", "gauge",
                    "1 for each pending or firing msdoctor alert (mirrors Prometheus' ALERTS).",
-                   None, ("alertname", "alertstate", "severity", "run", "rank", "caused_by"))
+                   None, ("alertname", "alertstate", "severity", "run", "rank", "caused_by",
+                          "layer", "first_rank"))
 
 #: Delivery of alert transitions to Alertmanager / webhooks.
 NOTIFICATIONS = MetricSpec(PREFIX + "alert_notifications", "counter",
@@ -121,7 +129,7 @@ BUILD = MetricSpec(PREFIX + "build", "info", "msdoctor build information.", None
                    ("version", "python_version"))
 
 ALL: Tuple[MetricSpec, ...] = (
-    RANK_GAUGES + (LAST_STEP, LAST_EVENT_TIME, RUNNING) + RANK_COUNTERS
+    RANK_GAUGES + (LAST_STEP, LAST_EVENT_TIME, LAST_STEP_TIME, RUNNING, STALE) + RANK_COUNTERS
     + (RUN_WORLD_SIZE, RUN_EXPECTED_TOKENS, RUN_EXPECTED_STEP_TIME, ALERT,
        NOTIFICATIONS, DELIVERY_FAILURES, DELIVERY_DROPPED, INGEST_REFUSED, BUILD)
 )

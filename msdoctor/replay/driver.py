@@ -28,6 +28,7 @@ from msdoctor.replay.formats import (
     file_order,
     is_spool,
     rank_of,
+    reader,
 )
 from msdoctor.replay.progress import ProgressBar
 from msdoctor.replay.recording import Recording
@@ -72,7 +73,7 @@ def load(paths: List[str], fmt: str = "auto", rank: Optional[int] = None,
     recording.skipped = list(chosen.skipped)
     run_name = run or _run_name(paths)
     bar = ProgressBar(sum(os.path.getsize(s.path) for s in sources), progress)
-    reader = READERS[name]
+    read = reader(name)
     # per rank, step logs first: an error they share with error.log is shown where it has context
     for source in sorted(sources, key=lambda s: (rank_of(s.path, rank), s.role == "errors",
                                                  file_order(s.path))):
@@ -81,7 +82,7 @@ def load(paths: List[str], fmt: str = "auto", rank: Optional[int] = None,
             if source.role == "errors":
                 read_errors(path, run_name, at, recording, bar.update)
             else:
-                reader(path, run_name, at, recording, bar.update, seq_length)
+                read(path, run_name, at, recording, bar.update, seq_length)
         except OSError as exc:
             raise FormatError(f"{path}: cannot read it ({exc.strerror or exc}); expected a "
                               "readable log file") from None
@@ -149,10 +150,12 @@ def evaluate(items: Iterable[Item], rules: Any, observe: Optional[Callable[[Item
     return result_of(pipeline, rules, events, steps, stats, time.perf_counter() - started)
 
 
-def evaluate_spool(run_dir: Path, rules: Any, observe: Optional[Callable[[Item], None]] = None
-                   ) -> Tuple[Dict[str, Any], List[str]]:
+def evaluate_spool(run_dir: Path, rules: Any, observe: Optional[Callable[[Item], None]] = None,
+                   jobs: int = 1) -> Tuple[Dict[str, Any], List[str]]:
     """Run ``rules`` over a run directory's spool as the live sidecar would judge it now
-    (wall clock); the result (with the per-rank diagnoses) and the spool's bad lines."""
+    (wall clock); the result (with the per-rank diagnoses) and the spool's bad lines.
+    ``jobs`` > 1 reads and decodes the rank files in that many processes
+    (:mod:`msdoctor.replay.parallel`), with the same result."""
     pipeline = Pipeline(run_dir, rules=rules, store=False, keep_transitions=True, persist=False)
     stats = RunStats()
     errors: List[str] = []
@@ -173,7 +176,15 @@ def evaluate_spool(run_dir: Path, rules: Any, observe: Optional[Callable[[Item],
             observe((chunk.run, chunk.rank, list(chunk.others), chunk.steps))
 
     with _no_gc():
-        pipeline.drain(seen)
+        if jobs > 1:
+            from msdoctor.replay.parallel import parallel_chunks
+
+            for chunks in parallel_chunks(run_dir, jobs):
+                for chunk in chunks:
+                    pipeline.apply(chunk)
+                    seen(chunk)
+        else:
+            pipeline.drain(seen)
         pipeline.finish()
     result = result_of(pipeline, rules, counts[0], counts[1], stats, time.perf_counter() - started)
     result["ranks"] = diagnose(result, {k: (v, len(v)) for k, v in failures.found.items()},
@@ -223,12 +234,14 @@ def result_of(pipeline: Pipeline, rules: Any, events: int, steps: int, stats: Ru
 def replay_paths(paths: List[str], rules: Any, fmt: str = "auto", rank: Optional[int] = None,
                  run: Optional[str] = None, seq_length: Optional[int] = None,
                  progress: Optional[bool] = None,
-                 observe: Optional[Callable[[Item], None]] = None) -> Dict[str, Any]:
-    """Replay log files or one run directory; the full result (see the module docstring)."""
+                 observe: Optional[Callable[[Item], None]] = None, jobs: int = 1
+                 ) -> Dict[str, Any]:
+    """Replay log files or one run directory; the full result (see the module docstring).
+    ``jobs`` > 1 reads a run directory's rank files in that many processes."""
     started = time.perf_counter()
     spool_errors: List[str] = []
     if len(paths) == 1 and fmt in ("auto", "spool") and is_spool(Path(paths[0])):
-        result, spool_errors = evaluate_spool(Path(paths[0]), rules, observe)
+        result, spool_errors = evaluate_spool(Path(paths[0]), rules, observe, jobs)
         facts: Dict[str, Any] = {"format": "spool", "inputs": [paths[0]]}
     else:
         if fmt == "spool":

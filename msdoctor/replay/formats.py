@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Optional, Tuple
 
-from msdoctor.replay import mindformers, mindspore, table, tensorboard, tensorboard_events
+from msdoctor.replay import tensorboard_events
 from msdoctor.replay.recording import FormatError
 from msdoctor.replay.tree import ROTATED
 from msdoctor.wire.layout import is_run_dir
@@ -15,17 +15,28 @@ FORMATS = ("spool", "mindformers", "mindspore", "tensorboard", "tfevents", "csv"
 SNIFF_CHARS = 1 << 20
 
 Reader = Callable[..., None]
-READERS: Dict[str, Reader] = {
-    "mindformers": mindformers.read,
-    "mindspore": mindspore.read,
-    "tensorboard": tensorboard.read,
-    "tfevents": tensorboard_events.read,
-    "csv": table.read_csv,
-    "jsonl": table.read_jsonl,
-}
-_SNIFFERS = (("mindformers", mindformers.sniff), ("mindspore", mindspore.sniff),
-             ("tensorboard", tensorboard.sniff), ("jsonl", table.sniff_jsonl),
-             ("csv", table.sniff_csv), ("mindformers", mindformers.sniff_logger))
+#: The formats read by a reader of :mod:`msdoctor.replay` (a spool is read by the tailer).
+READERS = ("mindformers", "mindspore", "tensorboard", "tfevents", "csv", "jsonl")
+
+
+def reader(name: str) -> Reader:
+    """The reader of format ``name`` (imported when first needed: a spool replay never
+    loads the log readers)."""
+    from msdoctor.replay import mindformers, mindspore, table, tensorboard
+
+    return {"mindformers": mindformers.read, "mindspore": mindspore.read,
+            "tensorboard": tensorboard.read, "tfevents": tensorboard_events.read,
+            "csv": table.read_csv, "jsonl": table.read_jsonl}[name]
+
+
+def _sniffers() -> Tuple[Tuple[str, Callable[[str], bool]], ...]:
+    from msdoctor.replay import mindformers, mindspore, table, tensorboard
+
+    return (("mindformers", mindformers.sniff), ("mindspore", mindspore.sniff),
+            ("tensorboard", tensorboard.sniff), ("jsonl", table.sniff_jsonl),
+            ("csv", table.sniff_csv), ("mindformers", mindformers.sniff_logger))
+
+
 _RANK = (re.compile(r"rank[_-]?(\d+)"), re.compile(r"worker[_-]?(\d+)"),
          re.compile(r"device[_-]?(\d+)"))
 
@@ -75,7 +86,7 @@ def detect(path: Path) -> str:
     head = _head(path)
     if path.name.endswith(".jsonl") and path.parent.name == "events" and '"type"' in head[:4096]:
         return "spool"
-    for name, sniff in _SNIFFERS:
+    for name, sniff in _sniffers():
         if sniff(head):
             return name
     first = next(((i, ln) for i, ln in enumerate(head.splitlines(), 1) if ln.strip()), None)

@@ -23,14 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from msdoctor.wire.layout import is_run_dir
+from msdoctor.wire.layout import ERROR_LOG, INFO_LOG, RANK_LOG_DIR, WORKER_LOG, is_run_dir
 
 LOG_SUFFIXES = (".log", ".txt", ".out", ".csv", ".jsonl", ".json", ".tsv")
 ROTATED = re.compile(r"\.log\.(\d+)\Z")
-_INFO = re.compile(r"\Ainfo\.log(?:\.\d+)?\Z")
-_ERROR = re.compile(r"\Aerror\.log(?:\.\d+)?\Z")
-_RANK_DIR = re.compile(r"\Arank_(\d+)\Z")
-_WORKER = re.compile(r"\Aworker_(\d+)\.log\Z")
+_INFO, _ERROR, _RANK_DIR, _WORKER = INFO_LOG, ERROR_LOG, RANK_LOG_DIR, WORKER_LOG
 TREE_FORMAT = "mindformers"
 
 

@@ -217,6 +217,13 @@ def _rank_table(ranks: List[Dict[str, Any]], skipped: List[Any]) -> str:
             + (f"<p class=\"problems\">Skipped:{skip}</p>" if skip else ""))
 
 
+def _where(labels: Dict[str, Any]) -> str:
+    """The culprit layer and the first rank of an alert, when per-layer signals named them."""
+    parts = [f"{name} {labels[key]}" for key, name in (("layer", "layer"), ("first_rank", "first rank"))
+             if labels.get(key)]
+    return f"<div class=\"cause\">Where: {escape(', '.join(parts))}</div>" if parts else ""
+
+
 def _alert_table(alerts: List[Dict[str, Any]], runbook: Runbook) -> str:
     if not alerts:
         return "<h2>Alerts</h2><p class=\"none\">No alert fired.</p>"
@@ -231,6 +238,7 @@ def _alert_table(alerts: List[Dict[str, Any]], runbook: Runbook) -> str:
             + (f"<td><div class=\"cause\">&#8627; consequence of {escape(a['caused_by'])} "
                "(not notified on its own)</div>" if a.get("caused_by") else "<td>")
             + f"{escape(a.get('summary', ''))}"
+            + _where(a.get("labels") or {})
             + (f"<div class=\"cause\">Cause: {escape(a['cause'])}</div>" if a.get("cause") else "")
             + (f"<div class=\"fix\">Fix: {escape(a['fix'])}</div>" if a.get("fix") else "")
             + (f"<div class=\"cause\">Runbook: <a href=\"#runbook-{escape(a['alert'])}\">"

@@ -8,7 +8,9 @@ snapshot on screen when the source fails, shows a banner and retries every
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+from pathlib import Path
 from typing import ClassVar, Iterable, List, Optional, Tuple
 
 from textual import events
@@ -17,18 +19,21 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
 
+from msdoctor.core.format import printable
 from msdoctor.tui.alertdetail import AlertScreen
 from msdoctor.tui.alertpane import AlertsPane, Marks
 from msdoctor.tui.chartpane import ChartsPane
 from msdoctor.tui.columns import COLUMNS
 from msdoctor.tui.helpscreen import HelpScreen
+from msdoctor.tui.logpane import LogPane
+from msdoctor.tui.logtail import LogFollower
 from msdoctor.tui.model import Reading
 from msdoctor.tui.overview import Overview
 from msdoctor.tui.ranktable import RankTable
 from msdoctor.tui.reader import Request, SourceError
 from msdoctor.tui.source import Source
 
-PANES = ("overview", "charts", "alerts")
+PANES = ("overview", "charts", "alerts", "logs")
 MIN_SIZE = (60, 15)
 MIN_REFRESH_S = 0.25            # at most 4 refreshes a second
 
@@ -46,6 +51,7 @@ class DoctorApp(App[None]):
         Binding("1", "show_pane('overview')", "Overview", show=False),
         Binding("2", "show_pane('charts')", "Charts", show=False),
         Binding("3", "show_pane('alerts')", "Alerts", show=False),
+        Binding("4", "show_pane('logs')", "Logs", show=False),
         Binding("slash", "filter", "Filter"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("R", "next_run", "Next run", show=False),
@@ -64,8 +70,11 @@ class DoctorApp(App[None]):
         self.error: Optional[str] = None
         self.run_name: Optional[str] = None
         self.chart_ranks: Tuple[int, ...] = ()
+        self.chart_window: Optional[int] = None
         self.filters = {"overview": "", "alerts": ""}
         self.fetches = 0
+        self.last_screenshot: Optional[str] = None
+        self.logs = LogFollower(source.run_dir)
         self._busy = False
         self._next_try = 0.0
 
@@ -80,6 +89,8 @@ class DoctorApp(App[None]):
                 yield ChartsPane(id="charts-pane")
             with TabPane("Alerts", id="alerts"):
                 yield AlertsPane(self.marks, id="alerts-pane")
+            with TabPane("Logs", id="logs"):
+                yield LogPane(id="logs-pane")
         yield Input(placeholder="filter…  (enter: keep, esc: clear)", id="filter")
         yield Footer()
 
@@ -98,8 +109,10 @@ class DoctorApp(App[None]):
 
     # -- refresh ------------------------------------------------------------------
     def request(self) -> Request:
+        if self.pane == "overview" and self.query_one(Overview).wants_curves:
+            return Request(run=self.run_name, charts=True, curves=True)   # the worst rank's
         return Request(run=self.run_name, charts=self.pane == "charts",
-                       chart_ranks=self.chart_ranks)
+                       chart_ranks=self.chart_ranks, chart_window=self.chart_window)
 
     def _tick(self) -> None:
         if self._busy or time.monotonic() < self._next_try:
@@ -111,8 +124,11 @@ class DoctorApp(App[None]):
         if self._busy:
             return False
         self._busy = True
+        request = self.request()
+        if self.pane == "logs":
+            await self.refresh_logs()
         try:
-            snap = await asyncio.to_thread(self.source.fetch, self.request())
+            snap = await asyncio.to_thread(self.source.fetch, request)
         except SourceError as exc:
             self.show_error(str(exc))
             return False
@@ -122,11 +138,12 @@ class DoctorApp(App[None]):
         finally:
             self._busy = False
             self.fetches += 1
-        self.show_reading(snap)
+        self.show_reading(snap, request)
         return True
 
-    def show_reading(self, snap: Reading) -> None:
-        """Render ``snap`` in every pane (also how tests feed fixed data)."""
+    def show_reading(self, snap: Reading, request: Optional[Request] = None) -> None:
+        """Render ``snap`` in every pane (also how tests feed fixed data); its charts go to
+        the Charts pane, or to the overview's curves when ``request`` asked for those."""
         if self.error is not None:
             self.notify(f"Connected to {self.source.label} again.", title="Reconnected")
         self.error = None
@@ -135,13 +152,39 @@ class DoctorApp(App[None]):
         self.reading = snap
         if snap.run is not None:
             self.run_name = snap.run.run
-        self.query_one(Overview).show(snap)
+        overview = self.query_one(Overview)
+        was_room = overview.wants_curves
+        overview.show(snap)
         self.query_one(AlertsPane).show(snap.alerts)
         if snap.charts is not None:
-            self.query_one(ChartsPane).show(snap.charts)
+            curves = request.curves if request is not None else \
+                self.pane == "overview" and overview.wants_curves
+            if curves:
+                overview.show_curves(snap.charts)
+            else:
+                self.query_one(ChartsPane).show(snap.charts)
+        if overview.wants_curves and not was_room and self.pane == "overview":
+            self.action_refresh_now()           # room appeared: fetch the curves now
         firing = snap.run.firing if snap.run else 0
         self.query_one(TabbedContent).get_tab("alerts").label = \
             f"Alerts ({firing})" if firing else "Alerts"
+
+    async def refresh_logs(self) -> None:
+        """Read what the followed log file gained (in a thread) and show it."""
+        if self.logs.run_dir is None and self.source.run_dir is not None:
+            self.logs = LogFollower(self.source.run_dir)
+        pane = self.query_one(LogPane)
+        if self.logs.run_dir is None:
+            pane.show_missing(
+                f"No run directory on this machine: {self.source.label} reads one elsewhere. "
+                "Run msdoctor tui on the training node, or with --run-dir DIR, to see its logs.")
+            return
+        chunk = await asyncio.to_thread(self.logs.poll)
+        pane.show(chunk, self.logs.run_dir)
+
+    def on_log_pane_picked(self, event: LogPane.Picked) -> None:
+        self.logs.pick(event.step)
+        self.action_refresh_now()
 
     def show_error(self, message: str) -> None:
         """The banner: what failed, that data is stale, that it retries."""
@@ -184,13 +227,20 @@ class DoctorApp(App[None]):
         self.query_one("#filter", Input).display = bool(self.filters.get(pane))
         self.query_one("#filter", Input).value = self.filters.get(pane, "")
         self._focus_pane(pane)
+        self.refresh_bindings()
         if pane == "alerts":
             self.query_one(AlertsPane).flush()
-        if pane == "charts" and self.poll:
+        if pane in ("charts", "logs") and self.poll:
             self._next_try = 0.0
             self._tick()
 
+    def check_action(self, action: str, parameters: Tuple[object, ...]) -> Optional[bool]:
+        """The Logs pane has no filter: its key is hidden there."""
+        return not (action == "filter" and self.pane == "logs")
+
     def action_filter(self) -> None:
+        if self.pane == "logs":
+            return
         if self.pane == "charts":
             self.query_one("#chart-ranks", Input).focus()
             return
@@ -227,7 +277,8 @@ class DoctorApp(App[None]):
             self._focus_pane()
 
     def _focus_pane(self, pane: Optional[str] = None) -> None:
-        target = {"overview": RankTable, "charts": "#chart-loss", "alerts": "#alerts-table"}
+        target = {"overview": RankTable, "charts": "#chart-loss", "alerts": "#alerts-table",
+                  "logs": "#log-view"}
         self.query_one(target[pane or self.pane]).focus()
 
     def on_rank_table_selected(self, event: RankTable.Selected) -> None:
@@ -237,6 +288,10 @@ class DoctorApp(App[None]):
 
     def on_charts_pane_ranks_picked(self, event: ChartsPane.RanksPicked) -> None:
         self.chart_ranks = event.ranks
+        self.action_refresh_now()
+
+    def on_charts_pane_zoomed(self, event: ChartsPane.Zoomed) -> None:
+        self.chart_window = event.window
         self.action_refresh_now()
 
     def on_alerts_pane_opened(self, event: AlertsPane.Opened) -> None:
@@ -275,6 +330,26 @@ class DoctorApp(App[None]):
         box.value = text
         box.display = bool(text)
         self.apply_filter(text)
+
+    # -- screenshots --------------------------------------------------------------
+    def screenshot_dir(self) -> Path:
+        """Where screenshots go: the run directory when there is one here, else the working
+        directory (Textual's default, ~/Downloads, may not exist on a training node)."""
+        return self.source.run_dir or Path(os.getcwd())
+
+    def deliver_screenshot(self, filename: Optional[str] = None, path: Optional[str] = None,
+                           time_format: Optional[str] = None) -> Optional[str]:
+        """Save an SVG of the screen (the palette's "Screenshot") and say where."""
+        folder = Path(path) if path else self.screenshot_dir()
+        try:
+            saved = self.save_screenshot(filename, str(folder), time_format)
+        except OSError as exc:
+            self.notify(printable(f"Cannot save a screenshot in {folder}: {exc.strerror or exc}"),
+                        title="Screenshot", severity="error", markup=False)
+            return None
+        self.last_screenshot = saved
+        self.notify(printable(f"Saved {saved}"), title="Screenshot", markup=False)
+        return saved
 
     # -- command palette ----------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:

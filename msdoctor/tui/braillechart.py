@@ -7,6 +7,7 @@ row marks their steps. Alert steps are red ``┊`` columns.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
@@ -24,7 +25,7 @@ PALETTE = ("cyan", "magenta", "yellow", "green", "bright_blue", "bright_red", "w
 @dataclass(frozen=True)
 class Line:
     label: str
-    steps: Sequence[int]
+    steps: Sequence[float]       # x: steps, or wall-clock seconds on a time axis
     values: Sequence[float]
     color: str = "cyan"
     dim: bool = False
@@ -34,9 +35,18 @@ class Line:
 class Plot:
     lines: Tuple[Line, ...] = ()
     log: bool = False
-    markers: Tuple[int, ...] = ()
+    markers: Tuple[float, ...] = ()
     unit: str = ""               # "bytes" formats the axis with binary suffixes
     empty: str = "no data"
+    time_axis: bool = False      # x is wall-clock seconds (labels HH:MM:SS), not steps
+    x_until: Optional[float] = None   # extend the x axis to here (a hang shows as a gap)
+
+
+def x_label(x: float, time_axis: bool) -> str:
+    """A step number, or a wall-clock time as local ``HH:MM:SS``."""
+    if time_axis:
+        return time.strftime("%H:%M:%S", time.localtime(x))
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 def smooth(values: Sequence[float], weight: float = 0.9) -> List[float]:
@@ -71,6 +81,8 @@ def render_plot(plot: Plot, width: int, height: int) -> Text:
     if not xs:
         return Text(plot.empty, style="dim")
     x0, x1 = min(xs), max(xs)
+    if plot.x_until is not None and plot.x_until > x1:
+        x1 = plot.x_until
     y0, y1 = (min(ys), max(ys)) if ys else (0.0, 1.0)
     if y1 - y0 < 1e-12 * max(1.0, abs(y1)):
         y0, y1 = y0 - 0.5 if not plot.log else y0 - 0.25, y1 + 0.5 if not plot.log else y1 + 0.25
@@ -115,7 +127,7 @@ def render_plot(plot: Plot, width: int, height: int) -> Text:
             else:
                 text.append(" ")
         text.append("\n")
-    left, right = str(x0), str(x1)
+    left, right = x_label(x0, plot.time_axis), x_label(x1, plot.time_axis)
     axis = " " * (AXIS_WIDTH - 1) + "└" + left + right.rjust(max(1, cols - len(left)))
     text.append(axis[:width], style="dim")
     return text

@@ -10,26 +10,32 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 HELP = """\
-[b]Panes[/b]     tab / shift+tab next / previous · 1 overview · 2 charts · 3 alerts
-[b]Anywhere[/b]  / filter · esc clear filter · ctrl+p command palette · ? help · q quit
+[b]Panes[/b]     tab shift+tab · 1 overview · 2 charts · 3 alerts · 4 logs
+[b]Anywhere[/b]  / filter · esc clear it · ctrl+p palette · ? help · q quit
           R next run · ctrl+r refresh now
+          palette "Screenshot": an SVG in the run directory
+[b]Overview[/b]  ↑↓ pgup pgdn home end move · enter the rank's charts
+          s next sort column · r reverse · click a header to sort
+          w worst rank (alerts, failures, NaN, far from the median)
+          below a short table: the worst rank's curves
+[b]Charts[/b]    type ranks in the box (0 3 5-7), enter; empty = worst rank
+          t step / wall-clock axis · + - zoom (last N steps) · 0 all
+          red ┊ an alert fired · red × a non-finite value
+[b]Alerts[/b]    enter open it (summary, value, cause, fix, runbook)
+          a acknowledge · x silence · v show silenced (local marks)
+[b]Logs[/b]      [ ] previous / next log file · end follow the tail
 
-[b]Overview[/b]  ↑↓ pgup pgdn home end move · enter charts of the rank
-          s next sort column · r reverse · click a header to sort by it
-          w jump to the worst rank (alerts, failures, NaN, furthest from the median)
-[b]Charts[/b]    type ranks in the box (0 3 5-7) and press enter; empty = worst rank
-          red ┊ = a step where an alert fired · red × = a non-finite value
-[b]Alerts[/b]    enter open (summary, value, cause, fix, runbook)
-          a acknowledge · x silence · v show silenced (local to this terminal)
-
-[b]Filter[/b] (overview) terms separated by spaces, a rank matches any of them:
-  7 · 0-15 · running failed completed stopped · bad warn stale ok done ·
+[b]Filter[/b] (overview): terms separated by spaces; a rank matches any:
+  7 · 0-15 · running failed completed stopped · bad warn stale ok done
   alert (any active alert) · nan (non-finite loss) · text (alert name)
-[b]Status colour[/b]  [red]●[/] critical alert, failed or NaN  [yellow]●[/] other alert
-  [magenta]◌[/] no events lately  [green]●[/] healthy  [blue]✓[/] completed
-[b]Columns[/b]  LOSS · GNORM grad norm · SCALE loss scale · TOK/S tokens/s/device ·
-  STEP T step time · WAIT data-wait share · MEM device memory (host RSS on CPU) ·
-  UPD update ratio |Δw|/|w| · LOSS~ recent loss · ALERTS active alerts
+[b]Status[/b]  [red]●[/] critical, failed or NaN · [yellow]●[/] other alert
+  [magenta]◌[/] no events lately · [green]●[/] healthy · [blue]✓[/] completed
+[b]Columns[/b] AGE time since the last step (grey values: stale) · LOSS
+  GNORM grad norm · SCALE loss scale · TOK/S tokens/s per device
+  STEP T step time · WAIT data-wait share · MEM memory (RSS on CPU)
+  UPD update ratio |Δw|/|w| · LOSS~ recent loss
+  ALERTS most severe first; when narrow 2C 1W = 2 critical, 1 warning
+  (narrow terminals hide UPD, then MEM, SCALE and LOSS~)
 
 [dim]escape closes this help[/dim]"""
 

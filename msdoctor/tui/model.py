@@ -56,7 +56,7 @@ class RankRow:
     rank: int
     status: str = "running"
     last_step: Optional[int] = None
-    age_s: Optional[float] = None
+    age_s: Optional[float] = None   # seconds since the rank's last step event
     values: Mapping[str, float] = field(default_factory=dict)
     firing: int = 0
     pending: int = 0
@@ -64,7 +64,9 @@ class RankRow:
     spark: Tuple[float, ...] = ()
     health: str = "ok"
     score: float = 0.0              # larger = worse; orders the "worst" sort
-    alerts: Tuple[str, ...] = ()    # names of the active alerts on this rank
+    alerts: Tuple[str, ...] = ()    # names of the active alerts on this rank, most severe first
+    severities: Tuple[str, ...] = ()    # the severity of each of ``alerts``
+    stale: bool = False             # running, no step for max(10 s, 10 median step times)
 
     def get(self, name: str) -> Optional[float]:
         return self.values.get(name)
@@ -89,6 +91,8 @@ class RunSummary:
     statuses: Mapping[str, int] = field(default_factory=dict)
     precision: str = ""
     worst_rank: Optional[int] = None
+    #: None while a rank runs; else ``outcome`` (ok / failed) and ``t`` (core.liveness)
+    ended: Optional[Mapping[str, object]] = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,8 @@ class ChartData:
     series: Mapping[str, Mapping[int, Tuple[Sequence[int], Sequence[float]]]] = \
         field(default_factory=dict)
     markers: Tuple[Tuple[int, str, str], ...] = ()     # (step, alert, severity)
+    until: Optional[float] = None       # wall time of the newest event of the ranks (heartbeats too)
+    window: Optional[int] = None        # the last this many steps only (None: every kept step)
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,18 @@ class Reading:
     @property
     def alerts(self) -> Tuple[AlertItem, ...]:
         return tuple(sorted(self.active, key=AlertItem.order)) + self.resolved
+
+
+def by_severity(items: Sequence[AlertItem]) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+    """The alert names of ``items`` most severe first (then by name), once each, and their
+    severities: what a rank's ALERTS cell lists."""
+    worst_of: dict = {}
+    for a in items:
+        rank = SEVERITY_ORDER.get(a.severity, 9)
+        if a.alert not in worst_of or rank < SEVERITY_ORDER.get(worst_of[a.alert], 9):
+            worst_of[a.alert] = a.severity
+    names = sorted(worst_of, key=lambda n: (SEVERITY_ORDER.get(worst_of[n], 9), n))
+    return tuple(names), tuple(worst_of[n] for n in names)
 
 
 # -- health ----------------------------------------------------------------------
@@ -152,7 +170,7 @@ def judge(rows: Sequence[RankRow], stale_after_s: float = 120.0) -> List[RankRow
             health = "warn"
         elif r.status == "completed":
             health = "done"
-        elif r.age_s is not None and r.age_s > stale_after_s:
+        elif r.stale or r.status == "gone" or r.age_s is not None and r.age_s > stale_after_s:
             health = "stale"
         else:
             health = "ok"

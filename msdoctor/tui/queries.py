@@ -55,9 +55,9 @@ class CoreQueries:
             raise NotFoundError(str(exc)) from None
 
     def rank_series(self, run: str, rank: int, signals: Sequence[str],
-                    max_points: int) -> RankSeriesView:
+                    max_points: int, since: int = 0) -> RankSeriesView:
         try:
-            return views.rank_series(self.store, run, rank, signals, 0, max_points)
+            return views.rank_series(self.store, run, rank, signals, since, max_points)
         except views.NotFound as exc:
             raise NotFoundError(str(exc)) from None
 
@@ -87,6 +87,6 @@ class HttpQueries:
         return RankView.from_json(self.get(f"/runs/{run}/ranks/{rank}", {}))
 
     def rank_series(self, run: str, rank: int, signals: Sequence[str],
-                    max_points: int) -> RankSeriesView:
+                    max_points: int, since: int = 0) -> RankSeriesView:
         return RankSeriesView.from_json(self.get(f"/runs/{run}/ranks/{rank}/series", {
-            "signal": ",".join(signals), "max_points": max_points}))
+            "signal": ",".join(signals), "max_points": max_points, "since": since or None}))

@@ -6,7 +6,7 @@ position, across refreshes and re-sorts. Click a header to sort by it.
 """
 from __future__ import annotations
 
-from typing import ClassVar, Dict, List, Optional, Sequence
+from typing import ClassVar, Dict, List, Optional, Sequence, Tuple
 
 from rich.segment import Segment
 from rich.style import Style
@@ -18,10 +18,11 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from msdoctor.core.format import nonfinite
-from msdoctor.tui.columns import BY_KEY, COLUMNS, SORT_KEYS, Column
+from msdoctor.tui.columns import BY_KEY, COLUMNS, SORT_KEYS, Column, fit
 from msdoctor.tui.model import RankRow, worst
 from msdoctor.tui.rankfilter import RankFilter, parse
 
+STALE_STYLE = Style(color="grey50")        # a stale rank's values are no longer current
 HEALTH_STYLE = {"bad": "bold red", "warn": "bold yellow", "stale": "magenta", "ok": "green",
                 "done": "blue"}
 
@@ -70,7 +71,22 @@ class RankTable(ScrollView, can_focus=True):
         self.rows: List[RankRow] = []
         self.cursor_rank: Optional[int] = None
         self._index: Dict[int, int] = {}
-        self._width = sum(c.width for c in self.columns)
+        self._fit_width = -1
+        self.shown: List[Tuple[Column, int]] = fit(self.columns, 0)
+        self._width = sum(w for _, w in self.shown)
+
+    def _fit(self, width: int) -> None:
+        """Lay the columns out for ``width`` cells (the ALERTS column takes what is left)."""
+        if width == self._fit_width:
+            return
+        self._fit_width = width
+        self.shown = fit(self.columns, width)
+        self._width = sum(w for _, w in self.shown)
+        self.virtual_size = Size(self._width, len(self.rows) + 1)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit(self.scrollable_content_region.width)
+        self.refresh()
 
     # -- data ------------------------------------------------------------------
     def set_rows(self, rows: Sequence[RankRow]) -> None:
@@ -119,6 +135,7 @@ class RankTable(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         width = self.scrollable_content_region.width
+        self._fit(width)
         if y == 0:
             strip = self._header()
         else:
@@ -132,13 +149,13 @@ class RankTable(ScrollView, can_focus=True):
         base = self.get_component_rich_style("rank-table--header")
         sorted_style = self.get_component_rich_style("rank-table--sorted")
         segments = []
-        for c in self.columns:
+        for c, width in self.shown:
             title = c.title
             if c.key == self.sort_key:
                 title = (title or "•") + ("▼" if self.sort_reverse else "▲")
-            text = (" " + title.ljust(c.width - 1)) if c.align == "left" \
-                else title.rjust(c.width - 1) + " "
-            segments.append(Segment(text[:c.width], sorted_style if c.key == self.sort_key
+            text = (" " + title.ljust(width - 1)) if c.align == "left" \
+                else title.rjust(width - 1) + " "
+            segments.append(Segment(text[:width], sorted_style if c.key == self.sort_key
                                     else base))
         return Strip(segments, self._width)
 
@@ -146,8 +163,8 @@ class RankTable(ScrollView, can_focus=True):
         base = self.rich_style + (self.get_component_rich_style("rank-table--cursor")
                                   if cursor else Style())
         segments = []
-        for c in self.columns:
-            text = c.cell(row)
+        for c, width in self.shown:
+            text = c.cell(row, width)
             style = base
             if c.key == "health":
                 style = base + Style.parse(HEALTH_STYLE.get(row.health, ""))
@@ -159,6 +176,8 @@ class RankTable(ScrollView, can_focus=True):
                 value = row.get(c.key)
                 if nonfinite(value):
                     style = base + Style.parse("bold red")
+                elif row.stale:
+                    style = base + STALE_STYLE
             segments.append(Segment(text, style))
         return Strip(segments, self._width)
 
@@ -214,11 +233,11 @@ class RankTable(ScrollView, can_focus=True):
             return
         if offset.y == 0:
             x = offset.x + int(self.scroll_offset.x)
-            for c in self.columns:
-                if x < c.width:
+            for c, width in self.shown:
+                if x < width:
                     self.sort_by(c.key)
                     return
-                x -= c.width
+                x -= width
             return
         index = int(self.scroll_offset.y) + offset.y - 1
         if 0 <= index < len(self.rows):

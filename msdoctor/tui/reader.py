@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 
+from msdoctor.core.state import WALL_TIME
 from msdoctor.core.views import (
     AlertHistoryView,
     AlertsView,
@@ -27,6 +28,7 @@ from msdoctor.tui.model import (
     Reading,
     RunSummary,
     _median,
+    by_severity,
     judge,
     worst,
 )
@@ -35,7 +37,7 @@ from msdoctor.wire.numbers import as_float
 
 #: Signals the chart pane draws (memory picks the first of its signals that is recorded).
 CHART_SIGNALS = ("loss", "grad_norm", "loss_scale", "tokens_per_s", "mem_device_bytes",
-                 "mem_host_rss_bytes")
+                 "mem_host_rss_bytes", WALL_TIME)
 SPARK_SIGNAL = "loss"
 SPARK_POINTS = 16                # the sparkline shows the last this many points
 #: The latest values the rank table and the health judgement read (``columns.py``, ``judge``).
@@ -69,7 +71,7 @@ class Queries(Protocol):
     def rank(self, run: str, rank: int) -> RankView: ...
 
     def rank_series(self, run: str, rank: int, signals: Sequence[str],
-                    max_points: int) -> RankSeriesView: ...
+                    max_points: int, since: int = 0) -> RankSeriesView: ...
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,8 @@ class Request:
     charts: bool = False
     chart_ranks: Tuple[int, ...] = ()       # empty: the worst rank
     chart_points: int = CHART_POINTS
+    chart_window: Optional[int] = None      # only the last this many steps (None: all)
+    curves: bool = False                    # the charts are the overview's worst-rank curves
     spark_signal: str = SPARK_SIGNAL
 
 
@@ -117,9 +121,11 @@ class Reader:
         summary = self._summary(run_view, rows, active)
         charts = None
         if request.charts:
-            picked = request.chart_ranks or ((summary.worst_rank,) if summary.worst_rank is not None
-                                             else ())
-            charts = self._charts(run, picked, request.chart_points, history)
+            fallback = summary.worst_rank if summary.worst_rank is not None else \
+                (worst(rows).rank if rows else None)    # type: ignore[union-attr]
+            picked = request.chart_ranks or ((fallback,) if fallback is not None else ())
+            charts = self._charts(run, picked, request.chart_points, history,
+                                  request.chart_window)
         return Reading(source=self.label, runs=names, run=summary, ranks=tuple(rows),
                         active=active, resolved=resolved, charts=charts,
                         empty_hint="" if rows else self.empty_hint)
@@ -170,6 +176,7 @@ class Reader:
                    for name, values in view.latest.items()]
         spark = view.spark.values if view.spark is not None else ()
         rows = []
+        stale = view.stale
         for i, (rank, status, step, age) in enumerate(zip(
                 view.ranks, view.status, view.last_step, view.age_s)):
             values = {}
@@ -178,6 +185,7 @@ class Reader:
                 if v is not None:
                     values[name] = v
             theirs = mine.get(rank, ())
+            names, severities = by_severity(theirs)
             points = spark[i] if i < len(spark) else ()
             rows.append(RankRow(
                 rank=int(rank), status=str(status or "running"), last_step=step,
@@ -186,8 +194,8 @@ class Reader:
                 pending=sum(1 for a in theirs if a.state == "pending"),
                 critical=sum(1 for a in theirs if a.state == "firing"
                              and a.severity == "critical"),
-                spark=tuple(points),
-                alerts=tuple(sorted({a.alert for a in theirs})) if theirs else ()))
+                spark=tuple(points), stale=bool(stale[i]) if i < len(stale) else False,
+                alerts=names, severities=severities))
         return rows
 
     @staticmethod
@@ -200,7 +208,7 @@ class Reader:
         times = [r.values["step_time_s"] for r in rows
                  if math.isfinite(r.values.get("step_time_s", math.nan))]
         step_time = _median(times)
-        tps = [r.values["tokens_per_s"] for r in rows if r.status == "running"
+        tps = [r.values["tokens_per_s"] for r in rows if r.status == "running" and not r.stale
                and math.isfinite(r.values.get("tokens_per_s", math.nan))]
         elapsed, estimated = None, False
         if step_time is not None and step is not None:
@@ -218,26 +226,35 @@ class Reader:
             pending=sum(1 for a in active if a.state == "pending"),
             statuses=dict(view.status), precision=str(config.get("precision") or ""),
             worst_rank=bad.rank if bad is not None and bad.health in ("bad", "warn", "stale")
-            else None)
+            else None, ended=view.ended)
 
     def _charts(self, run: str, ranks: Sequence[int], points: int,
-                history: Sequence[AlertItem]) -> ChartData:
+                history: Sequence[AlertItem], window: Optional[int] = None) -> ChartData:
         series: Dict[str, Dict[int, tuple]] = {}
+        until: Optional[float] = None
+        since = 0
         for rank in ranks:
             try:
-                body = self.queries.rank_series(run, rank, self._have(run, rank), points)
+                view = self.queries.rank(run, rank)
+                if window and view.last_step is not None:
+                    since = max(0, view.last_step - window + 1)
+                body = self.queries.rank_series(run, rank, self._have(view), points, since)
             except NotFoundError:
                 continue
+            if view.t is not None and math.isfinite(view.t):
+                until = view.t if until is None else max(until, view.t)
             for name, s in body.series.items():
                 series.setdefault(name, {})[rank] = (list(s.steps), list(s.values))
         markers = tuple(sorted({(a.step, a.alert, a.severity) for a in history
                                 if a.state == "firing" and isinstance(a.step, int)
-                                and (a.rank is None or a.rank in ranks)}))
-        return ChartData(ranks=tuple(ranks), series=series, markers=markers)
+                                and (a.rank is None or a.rank in ranks)
+                                and (not window or a.step >= since)}))
+        return ChartData(ranks=tuple(ranks), series=series, markers=markers, until=until,
+                         window=window)
 
-    def _have(self, run: str, rank: int) -> List[str]:
-        """The chart signals this rank records (one cheap request per rank and refresh)."""
-        view = self.queries.rank(run, rank)
+    @staticmethod
+    def _have(view: RankView) -> List[str]:
+        """The chart signals a rank records."""
         signals = set(view.detail.signals if view.detail is not None and view.detail.signals
                       else view.latest)
         return [s for s in CHART_SIGNALS if s in signals] or ["loss"]

@@ -1,6 +1,7 @@
 """The run header: model, world size, progress, elapsed, throughput, ETA, alert count."""
 from __future__ import annotations
 
+import time
 from typing import Optional
 
 from rich.text import Text
@@ -24,7 +25,7 @@ def header_text(run: Optional[RunSummary], source: str, stale: bool = False) -> 
         ("  model ", "dim"), run.model or "?",
         *((("  ", ""), (run.precision, "")) if run.precision else ()),
         ("  ranks ", "dim"), f"{run.ranks}/{world}",
-        ("  step ", "dim"), (step, "bold"))
+        ("  step ", "dim"), (step, "bold"), *_ended(run))
     elapsed = ("~" if run.elapsed_estimated else "") + fmt.duration(run.elapsed_s)
     second = Text.assemble(
         ("elapsed ", "dim"), elapsed,
@@ -37,6 +38,18 @@ def header_text(run: Optional[RunSummary], source: str, stale: bool = False) -> 
           if run.worst_rank is not None else ()),
         *((("  ", ""), ("stale", "bold magenta")) if stale else ()))
     return Text("\n").join([first, second])
+
+
+def _ended(run: RunSummary) -> tuple:
+    """``  ended ok 14:02:11`` once every rank has ended (red when it failed)."""
+    if not run.ended:
+        return ()
+    outcome = str(run.ended.get("outcome", "?"))
+    t = run.ended.get("t")
+    when = time.strftime("%H:%M:%S", time.localtime(float(t))) \
+        if isinstance(t, (int, float)) else ""
+    return (("  ended ", "dim"), (f"{outcome} {when}".strip(),
+                                  "bold green" if outcome == "ok" else "bold red"))
 
 
 class RunHeader(Static):

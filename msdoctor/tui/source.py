@@ -39,9 +39,13 @@ def hooks_hint(run_dir: str) -> str:
 
 
 class Source:
-    """Base class: ``fetch`` one snapshot; ``close`` releases what the source holds."""
+    """Base class: ``fetch`` one snapshot; ``close`` releases what the source holds.
+
+    ``run_dir`` is the run directory on this machine when there is one (the log pane tails
+    its logs, screenshots are saved there), else None."""
 
     label = "?"
+    run_dir: Optional[Path] = None
 
     def fetch(self, request: Request = Request()) -> Reading:
         raise NotImplementedError
@@ -86,6 +90,7 @@ class HttpSource(Source):
         self.url, self.timeout = url, float(timeout)
         self.token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
         self.label = url
+        self._asked_run_dir = False
         self.reader = Reader(HttpQueries(self.get), url, empty_hint=(
             f"The sidecar at {url} has no runs yet.\n\n" + hooks_hint("RUN_DIR").replace(
                 "No training events in RUN_DIR/events yet.\n\n", "")))
@@ -119,7 +124,21 @@ class HttpSource(Source):
                               f"{exc}") from None
 
     def fetch(self, request: Request = Request()) -> Reading:
-        return self.reader.read(request)
+        reading = self.reader.read(request)
+        if not self._asked_run_dir:
+            self._asked_run_dir = True
+            self.run_dir = self._local_run_dir()
+        return reading
+
+    def _local_run_dir(self) -> Optional[Path]:
+        """The sidecar's run directory when it is a directory on this machine (the TUI runs on
+        the training node), else None."""
+        try:
+            text = self.get("/status", {}).get("run_dir")
+        except SourceError:
+            return None
+        path = Path(text) if isinstance(text, str) and text else None
+        return path if path is not None and path.is_dir() else None
 
 
 def _error_text(exc: urllib.error.HTTPError) -> str:

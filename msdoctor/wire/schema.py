@@ -11,6 +11,7 @@ older sidecar.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Dict, Optional, Tuple
 
 from msdoctor.wire.errors import MsdoctorError
@@ -19,6 +20,8 @@ SCHEMA_VERSION = 1
 
 #: Field kinds: how a value is checked and what the error says is expected.
 INT, NUM, BOOL, STR, OBJ = "int", "number", "bool", "string", "object"
+#: Array kinds of the ``layers`` event: one entry per layer.
+NUMS, NAMES = "numbers", "names"
 
 EXPECTED: Dict[str, str] = {
     INT: "an integer",
@@ -26,6 +29,8 @@ EXPECTED: Dict[str, str] = {
     BOOL: "true or false",
     STR: "a string",
     OBJ: "a JSON object",
+    NUMS: 'an array with one number (or "nan"/"inf"/"-inf", or null: not measured) per layer',
+    NAMES: "an array of distinct layer names (letters, digits, '_', '.', '-', '/', ':')",
 }
 
 INT64_MIN, INT64_MAX = -(2 ** 63), 2 ** 63 - 1
@@ -49,7 +54,7 @@ _COMMON = {"v": (INT, True), "type": (STR, True), "rank": (INT, True),
 STEP_SIGNALS: Tuple[str, ...] = (
     "loss", "grad_norm", "loss_scale", "lr", "tokens", "step_time_s", "data_wait_s",
     "update_ratio", "mem_device_bytes", "mem_device_peak_bytes", "mem_host_rss_bytes",
-    "micro_steps",
+    "micro_steps", "layers_still",
 )
 
 FIELDS: Dict[str, Dict[str, Tuple[str, bool]]] = {
@@ -63,6 +68,16 @@ FIELDS: Dict[str, Dict[str, Tuple[str, bool]]] = {
     "heartbeat": {**_COMMON, "step": (INT, False), "dropped": (INT, False)},
     "stop": {**_COMMON, "step": (INT, False), "reason": (STR, True)},
 }
+
+#: Per-layer signals of a ``layers`` event: arrays aligned with its ``names`` (forward order).
+LAYER_SIGNALS: Tuple[str, ...] = ("grad_norm", "act_max", "weight_norm", "update_ratio")
+
+FIELDS["layers"] = {**_COMMON, "step": (INT, True), "names": (NAMES, True),
+                    **{name: (NUMS, False) for name in LAYER_SIGNALS}}
+
+#: Most layers one ``layers`` event may name.
+MAX_LAYERS = 4096
+_LAYER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]{0,127}$")
 
 EVENT_TYPES: Tuple[str, ...] = tuple(FIELDS)
 
@@ -103,7 +118,56 @@ def check_field(name: str, kind: str, value: Any) -> Any:
     elif kind == OBJ:
         if isinstance(value, dict):
             return value
+    elif kind == NAMES:
+        return _check_names(name, value)
+    elif kind == NUMS:
+        return _check_numbers(name, value)
     raise EventError(f"field {name!r}: expected {EXPECTED[kind]}, got {_describe(value)}", name)
+
+
+def _check_names(name: str, value: Any) -> Any:
+    if not isinstance(value, list) or not 0 < len(value) <= MAX_LAYERS:
+        raise EventError(f"field {name!r}: expected {EXPECTED[NAMES]} (1 to {MAX_LAYERS}), "
+                         f"got {_describe(value)}", name)
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not _LAYER_NAME.match(item):
+            raise EventError(f"field {name!r}: entry {i} is {_describe(item)}, not a layer name; "
+                             f"expected {EXPECTED[NAMES]}", name)
+    if len(set(value)) != len(value):
+        twice = next(item for i, item in enumerate(value) if item in value[:i])
+        raise EventError(f"field {name!r}: layer {twice!r} is named twice; expected "
+                         f"{EXPECTED[NAMES]}", name)
+    return value
+
+
+def _check_numbers(name: str, value: Any) -> Any:
+    if not isinstance(value, list):
+        raise EventError(f"field {name!r}: expected {EXPECTED[NUMS]}, got {_describe(value)}", name)
+    out = value
+    for i, item in enumerate(value):
+        if item is None or type(item) is float or type(item) is int:
+            continue
+        if isinstance(item, str) and item in NONFINITE:
+            if out is value:
+                out = list(value)
+            out[i] = NONFINITE[item]
+            continue
+        raise EventError(f"field {name!r}: entry {i} is {_describe(item)}; expected "
+                         f"{EXPECTED[NUMS]}", name)
+    return out
+
+
+def check_layers(event: Dict[str, Any]) -> None:
+    """Every array of a ``layers`` event has one entry per name, and it has at least one."""
+    count = len(event["names"])
+    found = [name for name in LAYER_SIGNALS if name in event]
+    if not found:
+        raise EventError(f"layers event: none of {', '.join(LAYER_SIGNALS)}; expected at least "
+                         "one per-layer array", "names")
+    for name in found:
+        if len(event[name]) != count:
+            raise EventError(f"field {name!r}: {len(event[name])} entries for {count} layers in "
+                             f"'names'; expected one entry per layer", name)
 
 
 def nesting_depth(value: Any, limit: int = MAX_DEPTH) -> int:
@@ -162,6 +226,8 @@ def validate(event: Any) -> Dict[str, Any]:
         elif required:
             raise EventError(f"{kind} event: missing required field {name!r} "
                              f"({EXPECTED[field_kind]})", name)
+    if kind == "layers":
+        check_layers(event)
     check_depth(event)
     return event
 

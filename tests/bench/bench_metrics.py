@@ -25,7 +25,7 @@ from msdoctor.core.pipeline import Pipeline  # noqa: E402
 from msdoctor.exporter.collector import StoreCollector  # noqa: E402
 from msdoctor.exporter.exposition import LabelCache, render  # noqa: E402
 
-from spool_factory import write_run  # noqa: E402
+from spool_factory import STEP_TIME, write_run  # noqa: E402
 
 TARGET_MS = 50.0
 
@@ -59,13 +59,16 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
+    written = time.time()
     with tempfile.TemporaryDirectory() as tmp:
-        write_run(Path(tmp), run="bench", ranks=range(args.ranks), steps=args.steps)
+        write_run(Path(tmp), run="bench", ranks=range(args.ranks), steps=args.steps, t0=written)
         sidecar = Pipeline(tmp, persist=False)
         while sidecar.poll_once():
             pass
+    as_of = [written + args.steps * STEP_TIME + 1.0]          # every rank live (rates as recorded)
     collector = StoreCollector(sidecar.store, _Alerts(args.ranks),
-                               [_Receiver("alertmanager"), _Receiver("webhook")])
+                               [_Receiver("alertmanager"), _Receiver("webhook")],
+                               clock=lambda: as_of[0])
     cache = LabelCache()
     body = render(collector.families(), cache)                 # warm the label cache
     samples = sum(1 for line in body.splitlines() if not line.startswith(b"#"))
@@ -76,10 +79,15 @@ def main() -> int:
     reference = _time(lambda: generate_latest(registry), 3)
     assert generate_latest(registry) == render(collector.families(), cache)
     median = statistics.median(warm)
+    as_of[0] += 7200.0                                   # every rank stale and gone for good
+    assert b"msdoctor_rank_stale" in render(collector.families(), cache)
+    stale = _time(lambda: render(collector.families(), cache), args.repeat)
     print(f"/metrics for {args.ranks} ranks: {samples} samples, {len(body) / 1e6:.2f} MB")
     print(f"  msdoctor renderer: median {median:.1f} ms, max {max(warm):.1f} ms "
           f"(first scrape, cold label cache: {statistics.median(cold):.1f} ms); "
           f"target <= {TARGET_MS:.0f} ms: {'OK' if median <= TARGET_MS else 'MISSED'}")
+    print(f"  the same ranks all stale and gone (rates zeroed): median "
+          f"{statistics.median(stale):.1f} ms")
     print(f"  prometheus_client generate_latest (same bytes): median "
           f"{statistics.median(reference):.1f} ms")
     return 0

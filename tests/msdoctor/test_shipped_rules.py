@@ -41,7 +41,7 @@ def test_msdoctor_rules_check_passes_on_the_shipped_rules():
     proc = subprocess.run([sys.executable, "-m", "msdoctor", "rules", "check", str(RULES)],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert re.search(r"ok: \d+ rules in 7 files", proc.stdout)
+    assert re.search(r"ok: \d+ rules in \d+ files", proc.stdout)
 
 
 def test_every_required_alert_is_shipped_with_severity_summary_cause_fix_and_runbook():

@@ -68,12 +68,37 @@ def restore(cell, run_dir: Path, rank: int) -> Optional[Restored]:
     params = ms.load_checkpoint(str(files[-1]))
     step = int(params.pop("step").asnumpy())
     offset = int(params.pop("data_offset").asnumpy())
+    for name in [n for n in params if n.startswith("doctor_")]:   # probes and fault switches
+        params.pop(name)
     missing, _ = ms.load_param_into_net(cell, params, strict_load=True)
-    trainable_missing = [name for name in missing if not name.startswith("accum")]
+    trainable_missing = [name for name in missing if not name.startswith(("accum", "doctor_"))]
     if trainable_missing:
         raise RuntimeError(f"checkpoint {files[-1]} lacks {len(trainable_missing)} parameters of this "
                            f"model (e.g. {trainable_missing[:3]}): was it written by another preset?")
     return Restored(files[-1], step, offset)
+
+
+def load_weights(network, path: str, skip_block: Optional[int] = None) -> int:
+    """Load the model weights of checkpoint file ``path`` into ``network`` (not the optimizer's
+    state); decoder block ``skip_block``'s keys are left out (the ``skip-load`` fault). Returns
+    how many keys were skipped; raises when a weight of the model is missing otherwise."""
+    import mindspore as ms
+
+    from trainer_hooks.layers import layer_of
+
+    params = ms.load_checkpoint(str(path))
+    own = {p.name for p in network.get_parameters()}
+    weights = {k: v for k, v in params.items() if k in own and not k.startswith("doctor_")}
+    skipped = [k for k in weights if skip_block is not None and layer_of(k) == f"layers.{skip_block}"]
+    for name in skipped:
+        weights.pop(name)
+    missing = [p.name for p in network.trainable_params()
+               if p.name not in weights and p.name not in skipped]
+    if missing:
+        raise RuntimeError(f"checkpoint {path} lacks {len(missing)} weights of this model "
+                           f"(e.g. {missing[:3]}): was it written by another preset?")
+    ms.load_param_into_net(network, weights)
+    return len(skipped)
 
 
 def make_callback(cell, run_dir: Path, rank: int, every: int, keep: int, samples_per_step: int,

@@ -25,6 +25,13 @@ training run, so the signals the hooks record are what the fault really does:
   or ``--hang-timeout`` seconds pass.
 - ``accum-mismatch``: gradient accumulation done per call of the train cell (one micro-batch
   each), so the logged step counts micro-batches, not optimizer updates.
+- ``grad-layer@S:L``: at step S decoder block L's gradients are multiplied by 1000 (before the
+  norm and clipping): a gradient-norm spike whose culprit is ``layers.L``.
+- ``nan-layer@S:L``: at step S decoder block L's output is made non-finite (NaN added): the loss
+  is NaN, the update is skipped, and the first non-finite activation is block L's.
+- ``frozen-layer:L``: decoder block L is left out of the optimizer (its weights stay at init).
+- ``skip-load:L``: with ``--init-from CKPT``, block L's keys are skipped when loading.
+- ``vocab-mismatch``: the embedding has fewer rows than the tokenizer's vocabulary.
 
 Parsing is standard library only (the CLI front end uses it without MindSpore).
 """
@@ -34,23 +41,29 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
 from trainer_hooks.wire import STOP_FILE
 
 FORMS = ("nan@STEP", "spike@STEP", "periodic@K", "stall@STEP", "slow-data@MS", "lr-high",
-         "loss-scale-low", "leak[@MB]", "hang@STEP", "accum-mismatch")
+         "loss-scale-low", "leak[@MB]", "hang@STEP", "accum-mismatch", "grad-layer@STEP:L",
+         "nan-layer@STEP:L", "frozen-layer:L", "skip-load:L", "vocab-mismatch")
 
 #: name -> (argument required?, argument allowed?, minimum value)
 _KINDS: Dict[str, tuple] = {
     "nan": (True, True, 1), "spike": (True, True, 1), "periodic": (True, True, 2),
     "stall": (True, True, 1), "slow-data": (True, True, 1), "hang": (True, True, 1),
     "leak": (False, True, 1), "lr-high": (False, False, 0), "loss-scale-low": (False, False, 0),
-    "accum-mismatch": (False, False, 0),
+    "accum-mismatch": (False, False, 0), "vocab-mismatch": (False, False, 0),
 }
 _FORM = re.compile(r"^(?P<name>[a-z-]+)(?:@(?P<arg>[^@,]*))?$")
+#: Faults aimed at one decoder block: ``name@STEP:L`` or ``name:L``.
+_LAYER_FORMS = {"grad-layer": True, "nan-layer": True, "frozen-layer": False, "skip-load": False}
+_LAYER_FORM = re.compile(r"^(?P<name>[a-z-]+)(?:@(?P<step>\d+))?:(?P<layer>\d+)$")
+GRAD_LAYER_FACTOR = 1000.0
+VOCAB_SHORT_BY = 64
 
 LR_HIGH_FACTOR = 30.0
 LEAK_DEFAULT_MB = 4
@@ -77,6 +90,11 @@ class Injections:
     lr_high: bool = False
     loss_scale_low: bool = False
     accum_mismatch: bool = False
+    grad_layer: Optional[Tuple[int, int]] = None     # (step, block)
+    nan_layer: Optional[Tuple[int, int]] = None      # (step, block)
+    frozen_layer: Optional[int] = None
+    skip_load: Optional[int] = None
+    vocab_mismatch: bool = False
     spec: str = ""
 
     def __bool__(self) -> bool:
@@ -89,15 +107,24 @@ class Injections:
             value = getattr(self, name)
             if value is not None:
                 found[name.replace("_", "-")] = value
-        for name in ("lr_high", "loss_scale_low", "accum_mismatch"):
+        for name in ("lr_high", "loss_scale_low", "accum_mismatch", "vocab_mismatch"):
             if getattr(self, name):
                 found[name.replace("_", "-")] = True
+        for name in ("grad_layer", "nan_layer", "frozen_layer", "skip_load"):
+            value = getattr(self, name)
+            if value is not None:
+                found[name.replace("_", "-")] = list(value) if isinstance(value, tuple) else value
         return found
+
+    def blocks(self) -> List[int]:
+        """The decoder blocks the per-layer faults name."""
+        found = [v[1] for v in (self.grad_layer, self.nan_layer) if v is not None]
+        return found + [v for v in (self.frozen_layer, self.skip_load) if v is not None]
 
 
 def _fail(item: str, why: str) -> InjectionError:
     return InjectionError(f"bad --inject {item!r}: {why}; valid forms: {', '.join(FORMS)} "
-                          "(comma-separated, STEP/K/MS/MB positive integers)")
+                          "(comma-separated, STEP/K/MS/MB positive integers, L a decoder block from 0)")
 
 
 def parse(spec: str) -> Injections:
@@ -107,7 +134,23 @@ def parse(spec: str) -> Injections:
         return found
     seen: List[str] = []
     for item in (part.strip() for part in found.spec.split(",")):
+        layered = _LAYER_FORM.match(item)
+        if layered is not None and layered.group("name") in _LAYER_FORMS:
+            name = layered.group("name")
+            if name in seen:
+                raise _fail(item, f"{name} given twice")
+            seen.append(name)
+            if _LAYER_FORMS[name] != (layered.group("step") is not None):
+                raise _fail(item, f"{name} takes {'@STEP:L' if _LAYER_FORMS[name] else ':L'}")
+            step, block = layered.group("step"), int(layered.group("layer"))
+            if step is not None and int(step) < 1:
+                raise _fail(item, "expected a step >= 1")
+            setattr(found, name.replace("-", "_"), (int(step), block) if step else block)
+            continue
         match = _FORM.match(item)
+        if match is not None and match.group("name") in _LAYER_FORMS:
+            raise _fail(item, f"{match.group('name')} takes "
+                              f"{'@STEP:L' if _LAYER_FORMS[match.group('name')] else ':L'}")
         if not item or match is None or match.group("name") not in _KINDS:
             raise _fail(item, "unknown fault" if item else "empty item")
         name, arg = match.group("name"), match.group("arg")
@@ -174,8 +217,10 @@ class LoaderPace:
 
 
 def make_callback(injections: Injections, network, schedule, run_dir: str, hang_timeout: float,
-                  pace: Optional[LoaderPace] = None):
-    """The MindSpore callback applying the step-triggered faults (nan, stall, leak, hang, slow-data)."""
+                  pace: Optional[LoaderPace] = None, switches: Optional[Dict[str, object]] = None):
+    """The MindSpore callback applying the step-triggered faults (nan, stall, leak, hang, slow-data,
+    grad-layer and nan-layer through ``switches``: the train cell's ``boost`` gain and the probed
+    block's ``poison``, scalar Parameters set at the step and reset after it)."""
     from mindspore import Tensor
     from mindspore.train import Callback
 
@@ -199,6 +244,12 @@ def make_callback(injections: Injections, network, schedule, run_dir: str, hang_
                 schedule.scale.set_data(Tensor(STALL_LR_FACTOR, schedule.scale.dtype))
             if step == injections.hang:
                 self._hang()
+            if injections.grad_layer is not None and step in (injections.grad_layer[0],
+                                                              injections.grad_layer[0] + 1):
+                boost(switches, injections.grad_layer[1], step == injections.grad_layer[0])
+            if injections.nan_layer is not None and step in (injections.nan_layer[0],
+                                                             injections.nan_layer[0] + 1):
+                poison(switches, injections.nan_layer[1], step == injections.nan_layer[0])
 
         def on_train_step_end(self, run_context) -> None:
             if pace is not None:
@@ -215,6 +266,29 @@ def make_callback(injections: Injections, network, schedule, run_dir: str, hang_
                 time.sleep(0.1)
 
     return Injector()
+
+
+def boost(switches: Optional[Dict[str, object]], block: int, on: bool) -> None:
+    """Scale decoder block ``block``'s gradients by GRAD_LAYER_FACTOR (``on``) or by 1."""
+    from mindspore import Tensor
+
+    found = (switches or {}).get("boost")
+    if found is None:
+        return
+    gain, names = found  # type: ignore[misc]
+    values = np.zeros(len(names), np.float32)
+    if on and f"layers.{block}" in names:
+        values[list(names).index(f"layers.{block}")] = GRAD_LAYER_FACTOR - 1.0
+    gain.set_data(Tensor(values))
+
+
+def poison(switches: Optional[Dict[str, object]], block: int, on: bool) -> None:
+    """Make decoder block ``block``'s output NaN (``on``) or leave it as it is."""
+    from mindspore import Tensor
+
+    target = ((switches or {}).get("poison") or {}).get(block)  # type: ignore[attr-defined]
+    if target is not None:
+        target.set_data(Tensor(float("nan") if on else 0.0, target.dtype))
 
 
 def _mtime(path: str) -> Optional[int]:

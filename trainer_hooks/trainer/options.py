@@ -33,11 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--seed", type=int, default=42, help="base seed; rank r uses seed + r (default 42)")
     add("--inject", default="", metavar="SPEC",
         help="comma-separated faults: nan@STEP, spike@STEP, periodic@K, stall@STEP, slow-data@MS, "
-             "lr-high, loss-scale-low, leak[@MB], hang@STEP, accum-mismatch")
+             "lr-high, loss-scale-low, leak[@MB], hang@STEP, accum-mismatch, grad-layer@STEP:L, "
+             "nan-layer@STEP:L, frozen-layer:L, skip-load:L (with --init-from), vocab-mismatch")
     add("--inject-rank", type=int, metavar="N",
         help="inject the faults on rank N only (default: every rank), as when one device goes bad")
     add("--no-hooks", action="store_true", help="train without msdoctor's callback")
     add("--resume", action="store_true", help="continue the run in --run-dir from its last checkpoint")
+    add("--init-from", metavar="CKPT", help="start from the model weights of checkpoint file CKPT "
+        "(a fresh optimizer and schedule, step 1; with --inject skip-load:L block L's keys are skipped)")
     add("--precision", metavar="P", help="fp32 | fp16 | bf16 (default: fp32 on CPU, else the preset's)")
     add("--grad-accum", type=int, metavar="K", help="micro-batches per optimizer step")
     add("--micro-batch", type=int, metavar="B", help="sequences per micro-batch")
@@ -84,6 +87,10 @@ def validate(args: argparse.Namespace) -> None:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    if args.injections.skip_load is not None and not args.init_from:
+        raise UsageError("--inject skip-load:L needs --init-from CKPT (the keys skipped at loading)")
+    if args.init_from and args.resume:
+        raise UsageError("--init-from and --resume exclude each other (weights only vs the whole run)")
     if args.keep < 1:
         raise UsageError(f"--keep must be a positive integer, got {args.keep}")
     if args.lr is not None and not args.lr > 0:

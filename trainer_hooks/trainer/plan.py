@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
 from trainer_hooks.trainer import options, rundir, schedule
-from trainer_hooks.trainer.injection import LOW_LOSS_SCALE, LR_HIGH_FACTOR
+from trainer_hooks.trainer.injection import LOW_LOSS_SCALE, LR_HIGH_FACTOR, VOCAB_SHORT_BY
 from trainer_hooks.trainer.presets import PRESETS, Preset
 
 ADAM_BETAS = (0.9, 0.95)
@@ -37,6 +37,13 @@ class Plan:
     run_dir: Path
     cell_calls_per_step: int   # 1, or grad_accum with the accum-mismatch fault
     hang_after_s: Optional[float] = None   # run_start.expect.hang_after_s (None: not declared)
+
+    model_vocab: int = 0    # the model's embedding rows (vocab-mismatch: fewer than the tokenizer's)
+
+    @property
+    def model_preset(self) -> Preset:
+        """The preset the model is built from (its vocabulary is ``model_vocab``)."""
+        return replace(self.preset, vocab_size=self.model_vocab or self.preset.vocab_size)
 
     @property
     def samples_per_call(self) -> int:
@@ -70,6 +77,10 @@ def make_plan(args) -> Plan:
             raise options.UsageError("--inject accum-mismatch needs --grad-accum >= 2")
     if cpu and not preset.cpu_ok:
         raise options.UsageError(f"preset {preset.name} is too large for a CPU; use tiny or small")
+    for block in inj.blocks():
+        if block >= preset.num_layers:
+            raise options.UsageError(f"--inject names decoder block {block}, but preset "
+                                     f"{preset.name} has blocks 0..{preset.num_layers - 1}")
     steps = args.steps or preset.steps
     lr = (args.lr or preset.lr) * (LR_HIGH_FACTOR if inj.lr_high else 1.0)
     rank, world = _rank_world()
@@ -78,7 +89,8 @@ def make_plan(args) -> Plan:
                 schedule.warmup_steps(steps), args.save_every or min(preset.save_every, steps),
                 rank, world, run_dir.resolve(),
                 grad_accum if inj.accum_mismatch else 1,
-                args.hang_after_s or preset.hang_after_s or None)
+                args.hang_after_s or preset.hang_after_s or None,
+                preset.vocab_size - (VOCAB_SHORT_BY if inj.vocab_mismatch else 0))
 
 
 def launch_run_id(plan: Plan) -> str:

@@ -29,7 +29,7 @@ from trainer_hooks.trainer.presets import parameter_count
 
 def describe(plan: Plan, args, data: Dict[str, Any], run_id: str) -> Dict[str, Any]:
     """The full run config: ``config.json`` and ``run_start.config``."""
-    p = plan.preset
+    p = plan.model_preset
     seq = p.seq_length
     scale = loss_scale_of(plan, args)
     return {
@@ -51,6 +51,8 @@ def describe(plan: Plan, args, data: Dict[str, Any], run_id: str) -> Dict[str, A
         "seed": args.seed, "rank_seed": args.seed + plan.rank,
         "parallel": {"mode": parallel_mode(plan, args.device), "device_num": plan.world},
         "device_target": args.device, "mode": "graph",
+        "tokenizer_vocab_size": data.get("vocab_size"),
+        **({"init_from": str(args.init_from), "loaded_weights": 1} if args.init_from else {}),
         "data": data, "checkpoint": {"every": plan.save_every, "keep": args.keep,
                                      "dir": str(plan.run_dir / "checkpoints")},
         "inject": args.injections.as_config(), "hooks": not args.no_hooks,

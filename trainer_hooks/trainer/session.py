@@ -4,14 +4,16 @@ from __future__ import annotations
 import math
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import mindspore as ms
 import numpy as np
 from mindspore import nn
 from mindspore.train import Callback, Model
 
+from trainer_hooks import probes
 from trainer_hooks.cell import DoctorTrainOneStepCell
+from trainer_hooks.layers import layer_of
 from trainer_hooks.trainer import checkpoint, dataset, injection, model, schedule
 from trainer_hooks.trainer.plan import (
     ADAM_BETAS,
@@ -64,7 +66,7 @@ class ConsoleLog(Callback):
         if step % self.every and step != self.total:
             return
         _loss, _overflow, scale, lr, gnorm = (np.asarray(x.asnumpy()).reshape(-1)[0]
-                                              for x in cb.net_outputs)
+                                              for x in cb.net_outputs[:5])
         now = time.perf_counter()
         rate = (step - self._step) / max(now - self._t, 1e-9)
         self._t, self._step = now, step
@@ -102,9 +104,11 @@ class ConsoleLog(Callback):
         self.out.flush()
 
 
-def param_groups(network) -> List[Dict[str, Any]]:
-    """Weight decay on matrices only (not on norms and biases), as LLM pretraining does."""
-    params = network.trainable_params()
+def param_groups(network, frozen: Optional[int] = None) -> List[Dict[str, Any]]:
+    """Weight decay on matrices only (not on norms and biases), as LLM pretraining does;
+    decoder block ``frozen`` left out (the ``frozen-layer`` fault)."""
+    params = [p for p in network.trainable_params()
+              if frozen is None or layer_of(p.name) != f"layers.{frozen}"]
     decay = [p for p in params if len(p.shape) >= 2]
     no_decay = [p for p in params if len(p.shape) < 2]
     groups = [{"params": decay, "weight_decay": WEIGHT_DECAY}]
@@ -125,9 +129,15 @@ class Session:
         model.setup_parallel(parallel_mode(plan, self.args.device), plan.world)
         ms.set_seed(self.args.seed + plan.rank)
         np.random.seed(self.args.seed + plan.rank)
-        self.network = model.build_llama(plan.preset, plan.precision, self.args.device)
+        self.network = model.build_llama(plan.model_preset, plan.precision, self.args.device)
         self.schedule = schedule.make_schedule(plan.lr, plan.steps, plan.warmup)
-        optimizer = nn.AdamWeightDecay(param_groups(self.network), learning_rate=self.schedule,
+        self.switches: Dict[str, Any] = {}
+        probed, probe_names, poison = probes.attach(
+            self.network, [inj.nan_layer[1]] if inj.nan_layer else [])
+        if poison:
+            self.switches["poison"] = poison
+        optimizer = nn.AdamWeightDecay(param_groups(self.network, inj.frozen_layer),
+                                       learning_rate=self.schedule,
                                        beta1=ADAM_BETAS[0], beta2=ADAM_BETAS[1], eps=1e-8)
         scale = loss_scale_of(plan, self.args)
         sense = None
@@ -139,7 +149,11 @@ class Session:
             cell = MicroStepTrainCell(self.network, optimizer, plan.grad_accum, sense, CLIP_NORM)
         else:
             loss_net = model.micro_batch_loss(self.network, plan.micro_batch, plan.grad_accum)
-            cell = DoctorTrainOneStepCell(loss_net, optimizer, sense, CLIP_NORM)
+            boost = inj.grad_layer is not None or bool(getattr(self.args, "boost_all", False))
+            cell = DoctorTrainOneStepCell(loss_net, optimizer, sense, CLIP_NORM, per_layer=True,
+                                          probes=probed, probe_names=probe_names, boost=boost)
+            if boost:
+                self.switches["boost"] = (cell.boost_gain, cell.layer_names)
         cell.set_train()
         return cell
 
@@ -159,6 +173,11 @@ class Session:
         if start >= calls_total:
             print(f"nothing to do: the run is at step {start} of {calls_total}", flush=True)
             return 0
+        if args.init_from:
+            skipped = checkpoint.load_weights(self.network, args.init_from, inj.skip_load)
+            print(f"initialised from {args.init_from}" +
+                  (f" ({skipped} keys of block {inj.skip_load} skipped)" if skipped else ""),
+                  flush=True)
         samples = plan.samples_per_call
         window = plan.preset.seq_length + 1
         corrupt = None
@@ -173,7 +192,8 @@ class Session:
         callbacks = [StepOrigin(start)]
         if inj:
             callbacks.append(injection.make_callback(inj, self.network, self.schedule,
-                                                     str(plan.run_dir), args.hang_timeout, pace))
+                                                     str(plan.run_dir), args.hang_timeout, pace,
+                                                     self.switches))
         if not args.no_hooks:
             from trainer_hooks.callback import DoctorCallback
 

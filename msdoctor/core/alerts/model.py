@@ -31,6 +31,8 @@ class Alert:
     #: The alert firing on the same rank that this one is a consequence of (root-cause
     #: grouping); such a transition is kept on record but not notified on its own.
     caused_by: Optional[str] = None
+    #: Why an alert ended other than by its condition (``run ended``), else None.
+    reason: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         """The JSON object of this transition (one line of ``alerts.jsonl``)."""
@@ -46,12 +48,16 @@ class Alert:
             d["action"] = self.action
         if self.caused_by:
             d["caused_by"] = self.caused_by
+        if self.reason:
+            d["reason"] = self.reason
         return d
 
     def describe(self) -> str:
         """One line for a log: what, where, and the fix."""
         where = f"run {self.run} rank {self.rank} step {self.step}"
         text = f"[{self.severity}] {self.alert} {self.state} ({where}): {self.summary}"
+        if self.reason:
+            return text + f" ({self.reason})"
         if self.caused_by:
             return text + f" (a consequence of {self.caused_by})"
         if self.state == "firing" and self.fix:

@@ -41,6 +41,8 @@ class RankContext:
     first_event_t: Optional[float] = None
     last_event_t: Optional[float] = None
     running: bool = True
+    gone: bool = False                                # nothing read for core.liveness.gone_after
+    heard_t: Optional[float] = None                   # the engine's clock at the last input
     last_cond: Dict[str, float] = field(default_factory=dict)
     #: Alerts firing now (as emitted) -> the root cause they are marked with, or None.
     firing: Dict[str, Optional[str]] = field(default_factory=dict)

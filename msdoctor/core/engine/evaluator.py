@@ -23,6 +23,8 @@ from msdoctor.core.engine.lifecycle import FIRING, INACTIVE, AlertState, advance
 from msdoctor.core.engine.model import Rule, RuleSet
 from msdoctor.core.engine.nodes import Frame, Signal, truthy
 from msdoctor.core.engine.program import CompiledRule, Program
+from msdoctor.core.engine.runend import end_run, note_gone, run_over
+from msdoctor.core.layers import LayerBook
 from msdoctor.core.spool import Chunk
 from msdoctor.core.state import Store
 
@@ -31,6 +33,9 @@ Sink = Callable[[Alert], None]
 #: A rule's value and named values at the row being emitted.
 ValuesAt = Callable[[CompiledRule], Tuple[float, Dict[str, float]]]
 STATE_VERSION = 1
+#: Batches up to this many rows are evaluated together with other ranks' (a live poll);
+#: longer ones (a backlog, replay) rank by rank, where the per-operator cost is amortised.
+MANY_ROWS = 64
 
 
 class Engine:
@@ -48,6 +53,7 @@ class Engine:
         self._reported: Set[Tuple[str, str]] = set()
         self.transitions = 0
         self.rows = 0
+        self.layers = LayerBook()
 
     def _use_rules(self, rules: RuleSet | Sequence[Rule]) -> None:
         """Compile ``rules`` into the program evaluated from now on."""
@@ -85,6 +91,57 @@ class Engine:
                 steps: Optional[StepBatch] = None) -> List[Alert]:
         """Fold non-step ``events`` and evaluate the step batch; return the transitions."""
         ctx = self.rank_context(run, rank)
+        ends = self._fold(ctx, events)
+        out: List[Alert] = []
+        if steps is not None and len(steps):
+            self._back(ctx)
+            out = self._evaluate_batch(ctx, steps)
+        out.extend(self._end(ctx, ends))
+        return out
+
+    def process_many(self, items: Sequence[Tuple[str, int, List[Dict[str, Any]],
+                                                 Optional[StepBatch]]]) -> List[Alert]:
+        """:meth:`process` for several ``(run, rank, events, steps)`` at once (one poll):
+        the short batches that continue their rank's stream are evaluated together
+        (:mod:`.ranks`), the others one by one; the same transitions and states as
+        processing the items in order, rank after rank."""
+        from msdoctor.core.engine.ranks import evaluate_ranks, joinable
+        out: List[Alert] = []
+        ctxs: List[RankContext] = []
+        batches: List[StepBatch] = []
+        ends: List[Tuple[RankContext, List[Dict[str, Any]]]] = []
+        pending: Set[int] = set()
+
+        def flush() -> None:
+            if len(ctxs) == 1:
+                out.extend(self._evaluate_batch(ctxs[0], batches[0]))
+            elif ctxs:
+                out.extend(evaluate_ranks(self, ctxs, batches))
+            for ctx, run_ends in ends:
+                out.extend(self._end(ctx, run_ends))
+            ctxs.clear()
+            batches.clear()
+            ends.clear()
+            pending.clear()
+
+        for run, rank, events, steps in items:
+            ctx = self.runs[run].ranks.get(rank) if run in self.runs else None
+            if ctx is not None and id(ctx) in pending:
+                flush()                                 # a rank's batches stay in order
+            if ctx is None or steps is None or len(steps) > MANY_ROWS or not joinable(ctx, steps):
+                out.extend(self.process(run, rank, events, steps))
+                continue
+            ends.append((ctx, self._fold(ctx, events)))
+            self._back(ctx)
+            pending.add(id(ctx))
+            ctxs.append(ctx)
+            batches.append(steps)
+        flush()
+        return out
+
+    def _fold(self, ctx: RankContext, events: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
+        """Fold the non-step events before a batch; return the run_end ones (after it)."""
+        ctx.heard_t = self.clock()
         ends = []
         for event in events:
             kind = event.get("type")
@@ -94,29 +151,41 @@ class Engine:
             if kind == "run_start":
                 ctx.run.note_run_start(event)
                 ctx.running = True
+                self.layers.note_start(ctx.run.run, ctx.rank, event)
+            elif kind == "layers":
+                self.layers.note(ctx.run.run, ctx.rank, event)
+            self._back(ctx)
             ctx.note_time(event.get("t"))
-        out: List[Alert] = []
-        if steps is not None and len(steps):
-            out = self._evaluate_batch(ctx, steps)
+        return ends
+
+    def _end(self, ctx: RankContext, ends: List[Dict[str, Any]]) -> List[Alert]:
+        """Fold the run_end events after a batch (and end the run when it is over)."""
         for event in ends:
-            ctx.running = False
+            ctx.running = ctx.gone = False
             ctx.note_time(event.get("t"))
-        return out
+        if ends and run_over(ctx.run):
+            t = ctx.last_event_t
+            return end_run(self, ctx.run, self.clock() if t is None else t)
+        return []
+
+    @staticmethod
+    def _back(ctx: RankContext) -> None:
+        """A rank gone for good that writes again runs again."""
+        if ctx.gone:
+            ctx.gone, ctx.running = False, True
 
     def on_tick(self, now: float, store: Optional[Store] = None) -> List[Alert]:
         """Clock-driven evaluation of the time-based rules of every rank."""
         out: List[Alert] = []
-        if not self._tick_rules:
-            return out
         for rc in self.runs.values():
-            for ctx in rc.ranks.values():
+            for ctx in list(rc.ranks.values()):
                 out.extend(self._tick_rank(ctx, float(now)))
         return out
 
     def tick_rank(self, run: str, rank: int, now: float) -> List[Alert]:
         """Clock-driven evaluation of one rank only (replay: a gap inside that rank's record)."""
         ctx = self.runs[run].ranks.get(rank) if run in self.runs else None
-        if ctx is None or not self._tick_rules:
+        if ctx is None:
             return []
         return self._tick_rank(ctx, float(now))
 
@@ -186,12 +255,18 @@ class Engine:
                 st = ctx.alerts[name] = AlertState()
             for tr in advance(st, cond, steps, t, cr.rule.for_, cr.rule.keep_firing_for):
                 found.append((tr.row, order, tr, cr))
+        return self._emit_found(ctx, found, outs, 0, steps, t)
+
+    def _emit_found(self, ctx: RankContext, found: List[Any], outs: List[Any], base: int,
+                    steps: np.ndarray, t: np.ndarray) -> List[Alert]:
+        """Emit the transitions ``found`` (row, order, transition, rule) of one rank's rows,
+        chronologically, causes first; operator values are read at ``base + row``."""
         depth = self.causes.depth
         found.sort(key=lambda f: (f[0], depth.get(f[3].rule.alert, 0), f[1]))  # causes first
         out: List[Alert] = []
         for k, (row, _, tr, cr) in enumerate(found):               # chronological
 
-            def at(cr: CompiledRule, row: int = row) -> Tuple[float, Dict[str, float]]:
+            def at(cr: CompiledRule, row: int = row + base) -> Tuple[float, Dict[str, float]]:
                 value = outs[cr.value]
                 assert value is not None
                 return float(value[0][row]), {n: float(o[0][row]) for n, i in cr.values.items()
@@ -205,6 +280,12 @@ class Engine:
         return out
 
     def _tick_rank(self, ctx: RankContext, now: float) -> List[Alert]:
+        out = self._tick_rules_of(ctx, now) if self._tick_rules else []
+        if note_gone(ctx, now) and run_over(ctx.run):   # after its rules: it was judged alive
+            out.extend(end_run(self, ctx.run, now))
+        return out
+
+    def _tick_rules_of(self, ctx: RankContext, now: float) -> List[Alert]:
         step = ctx.last_step if ctx.last_step is not None else 0
         frame = Frame(np.array([step], dtype=np.int64), np.array([float(step)]),
                       np.array([now]), None, ctx, now=now)
@@ -293,11 +374,13 @@ class Engine:
         return self.causes.cause_of(alert, ctx.firing)
 
     def _emit(self, cr: CompiledRule, ctx: RankContext, state: str, step: Optional[int],
-              first_step: float, value: float, t: float, values: Dict[str, float]) -> Alert:
+              first_step: float, value: float, t: float, values: Dict[str, float],
+              reason: Optional[str] = None) -> Alert:
         rule = cr.rule
         run = ctx.run.run
         caused_by = self._caused_by(ctx, rule.alert, state)
-        labels = {"alertname": rule.alert, "rank": str(ctx.rank), "run": run, **rule.labels}
+        labels = {"alertname": rule.alert, "rank": str(ctx.rank), "run": run, **rule.labels,
+                  **self.layers.labels(rule.alert, state, run, ctx.rank, step)}
         first = None if first_step is None or math.isnan(first_step) else int(first_step)
         if state == FIRING:
             ctx.firing_since[rule.alert] = first
@@ -311,7 +394,7 @@ class Engine:
                       summary=annotations.get("summary", ""), cause=annotations.get("cause", ""),
                       fix=annotations.get("fix", ""), runbook_url=annotations.get("runbook_url", ""),
                       labels=labels, annotations=annotations, values=values, action=rule.action,
-                      caused_by=caused_by)
+                      caused_by=caused_by, reason=reason)
         self.transitions += 1
         if self.already_notified(alert):
             return alert
@@ -341,27 +424,29 @@ class Engine:
             ranks = {}
             for rank, ctx in rc.ranks.items():
                 ranks[str(rank)] = {
-                    "states": {keys[i]: pack(s) for i, s in enumerate(ctx.states) if s},
-                    "last": {keys[i]: pack(v) for i, v in enumerate(ctx.last)},
+                    "states": [[i, pack(s)] for i, s in enumerate(ctx.states) if s],
+                    "last": np.array(ctx.last, dtype=np.float64),
                     "alerts": {k: st.to_dict() for k, st in ctx.alerts.items()},
                     "firing": dict(ctx.firing), "firing_since": dict(ctx.firing_since),
                     "last_step": ctx.last_step, "last_t": ctx.last_t,
                     "last_step_t": ctx.last_step_t, "first_event_t": ctx.first_event_t,
                     "last_event_t": ctx.last_event_t, "running": ctx.running,
+                    "gone": ctx.gone, "heard_t": ctx.heard_t,
                 }
             runs[name] = {"config": pack(rc.config), "expect": pack(rc.expect),
                           "world_size": rc.world_size, "start_rank": rc.start_rank,
                           "latest": {k: {str(r): pack(v) for r, v in d.items()}
                                      for k, d in rc.latest.items()},
                           "ranks": ranks}
-        return {"v": STATE_VERSION, "runs": runs, "transitions": self.transitions,
-                "reported": [list(k) for k in self._reported]}
+        return {"v": STATE_VERSION, "keys": keys, "runs": runs, "transitions": self.transitions,
+                "reported": [list(k) for k in self._reported], "layers": self.layers.state_dict()}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Resume from :meth:`state_dict`; operators of changed rules start fresh."""
         if not state or state.get("v") != STATE_VERSION:
             return
         keys = self.program.keys
+        saved_keys = state.get("keys")
         self.runs = {}
         for name, saved in state.get("runs", {}).items():
             rc = RunContext(name, unpack(saved.get("config") or {}), unpack(saved.get("expect") or {}),
@@ -371,7 +456,7 @@ class Engine:
             self.runs[name] = rc
             for rank_s, rs in saved.get("ranks", {}).items():
                 ctx = self.rank_context(name, int(rank_s))
-                states, last = rs.get("states", {}), rs.get("last", {})
+                states, last = _by_key(rs.get("states", {}), rs.get("last", {}), saved_keys)
                 for i, key in enumerate(keys):
                     if key in states:
                         ctx.states[i] = unpack(states[key])
@@ -384,8 +469,20 @@ class Engine:
                 since = rs.get("firing_since")
                 ctx.firing_since = dict(since) if isinstance(since, dict) else {}
                 for attr in ("last_step", "last_t", "last_step_t", "first_event_t",
-                             "last_event_t", "running"):
+                             "last_event_t", "running", "gone", "heard_t"):
                     if attr in rs:
                         setattr(ctx, attr, rs[attr])
         self.transitions = int(state.get("transitions", 0))
         self._reported = {tuple(k) for k in state.get("reported", [])}
+        self.layers = LayerBook()
+        self.layers.load_state_dict(state.get("layers") or {})
+
+
+def _by_key(states: Any, last: Any, keys: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """A rank's saved operator states and last values by operator key: saved as lists by
+    index into the snapshot's ``keys`` (or, in earlier snapshots, as dicts by key)."""
+    if isinstance(keys, list):
+        states = {keys[i]: s for i, s in states if isinstance(i, int) and 0 <= i < len(keys)}
+        if isinstance(last, np.ndarray) and last.shape[0] == len(keys):
+            last = dict(zip(keys, last.tolist()))
+    return (states if isinstance(states, dict) else {}), (last if isinstance(last, dict) else {})

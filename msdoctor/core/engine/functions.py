@@ -18,7 +18,7 @@ Param = Union[float, str]
 SIGNALS: Tuple[str, ...] = (
     "loss", "grad_norm", "loss_scale", "lr", "tokens", "step_time_s", "data_wait_s",
     "update_ratio", "mem_device_bytes", "mem_device_peak_bytes", "mem_host_rss_bytes",
-    "micro_steps", "tokens_per_s", "overflow", "data_wait_share", "step",
+    "micro_steps", "tokens_per_s", "overflow", "data_wait_share", "step", "layers_still",
 )
 
 #: Named constants.
@@ -94,6 +94,7 @@ def _table() -> Dict[str, Function]:
         ("first_max", x_n, _cls(sequences.FirstMax, "first_max"), True, "first_max(x, n)"),
         ("episodes", x_n, _cls(sequences.Episodes, "episodes"), True, "episodes(x, n)"),
         ("abs", (EXPR,), _cls(nodes.Abs, "abs"), False, "abs(x)"),
+        ("ln", (EXPR,), _cls(nodes.Ln, "ln"), False, "ln(x)"),
         ("coalesce", (EXPR, EXPR), _cls(nodes.Coalesce, "coalesce"), False, "coalesce(a, b, ...)"),
         ("last", (EXPR,), _cls(nodes.Last, "last"), False, "last(x)"),
         ("expected", (IDENT,), _cls(nodes.RunFact, "expected"), False, "expected(NAME)"),

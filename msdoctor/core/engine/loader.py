@@ -20,7 +20,14 @@ from msdoctor.core.engine.causes import check_causes
 from msdoctor.core.engine.errors import ExprError, RuleError, RuleSetError
 from msdoctor.core.engine.expr import parse
 from msdoctor.core.engine.lifecycle import Duration
-from msdoctor.core.engine.model import ACTIONS, ENGINE_LABELS, SEVERITIES, Rule, RuleSet
+from msdoctor.core.engine.model import (
+    ACTIONS,
+    ENGINE_LABELS,
+    LOCATION_LABELS,
+    SEVERITIES,
+    Rule,
+    RuleSet,
+)
 from msdoctor.core.engine.templates import TemplateError, parse_template
 
 TOP_KEYS = ("version", "groups")
@@ -380,7 +387,7 @@ def _annotations(w: _Walker, item: Optional[Tuple[Any, Any]], labels: Optional[D
     if item is None:
         return annotations, templates
     amap = w.mapping(item[1], "annotations", (), ("summary",))
-    known_labels = set(labels or {}) | set(ENGINE_LABELS) | {"severity"}
+    known_labels = set(labels or {}) | set(ENGINE_LABELS) | set(LOCATION_LABELS) | {"severity"}
     declared_values = set()
     if "values" in raw and isinstance(raw["values"][1], yaml.MappingNode):
         declared_values = {w.scalar(k) for k, _ in raw["values"][1].value

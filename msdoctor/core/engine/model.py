@@ -12,6 +12,8 @@ SEVERITIES = ("info", "warning", "critical")
 ACTIONS = ("stop_training",)
 #: Labels every alert gets from the engine; a rule may not set them.
 ENGINE_LABELS = ("alertname", "rank", "run")
+#: Labels the engine adds where per-layer signals localise an alert (``msdoctor.core.layers``).
+LOCATION_LABELS = ("layer", "first_rank")
 
 
 @dataclass

@@ -33,6 +33,8 @@ class Frame:
     rank: RankContext
     now: Optional[float] = None        # the clock on a tick, None in a batch
     memo: Dict[Any, Any] = field(default_factory=dict)   # work operators share within a batch
+    #: many ranks' rows in one frame (a :class:`~.segments.Segments`), None for one rank
+    segments: Any = None
 
     @property
     def n(self) -> int:
@@ -62,6 +64,7 @@ class Node:
     name = ""                 # function or operator name, part of the key
     clock = False             # reads the wall clock (evaluated on ticks too)
     stateful = False          # keeps a carry-over state between batches
+    rowwise = False           # a function of its arguments' rows alone (no rank, no state)
 
     def __init__(self, children: Sequence["Node"] = (), params: Sequence[Any] = ()) -> None:
         self.children: Tuple[Node, ...] = tuple(children)
@@ -95,6 +98,7 @@ def _param(p: Any) -> str:
 
 
 class Const(Node):
+    rowwise = True
     name = "const"
 
     def make_key(self) -> str:
@@ -130,6 +134,24 @@ class Signal(Node):
             return column, None
         return locf(column, mask, state), mask
 
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        """Many ranks at once (``frame.batch`` holds their joined columns, see
+        :func:`~.segments.join_batches`)."""
+        name = self.params[0]
+        if name == "step":
+            return frame.fsteps, None
+        assert frame.batch is not None
+        column = frame.batch.columns.get(name)
+        if column is None:
+            prior = np.array([st["last"] for st in states], dtype=np.float64)
+            return prior[frame.segments.seg], False
+        mask = frame.batch.masks.get(name)
+        if mask is None:
+            for st, v in zip(states, column[frame.segments.last_rows()].tolist()):
+                st["last"] = v
+            return column, None
+        return locf_segments(column, mask, frame, states), mask
+
 
 def locf(values: np.ndarray, mask: np.ndarray, state: Dict[str, Any], key: str = "last") -> np.ndarray:
     """``values`` at the rows of ``mask``, carried forward; ``state[key]`` before the first."""
@@ -143,6 +165,27 @@ def locf(values: np.ndarray, mask: np.ndarray, state: Dict[str, Any], key: str =
     return out
 
 
+def locf_segments(values: np.ndarray, mask: np.ndarray, frame: Frame,
+                  states: List[Dict[str, Any]], key: str = "last") -> np.ndarray:
+    """:func:`msdoctor.core.engine.nodes.locf` within each rank (``states[r][key]`` before
+    its first point), updating each rank's ``key``."""
+    segs = frame.segments
+    assert segs is not None
+    n = values.shape[0]
+    idx = np.where(mask, np.arange(n), -1)
+    np.maximum.accumulate(idx, out=idx)
+    before = idx < segs.bounds[segs.seg]             # no point of its own rank yet
+    out = values[np.maximum(idx, 0)]
+    if before.any():
+        prior = np.array([st[key] for st in states], dtype=np.float64)
+        out[before] = prior[segs.seg[before]]
+    lasts = segs.last_rows()
+    has = ~before[lasts]
+    for r in np.flatnonzero(has).tolist():
+        states[r][key] = float(out[lasts[r]])
+    return out
+
+
 _Ufunc = Callable[[np.ndarray, np.ndarray], np.ndarray]
 _ARITH: Dict[str, _Ufunc] = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide, "%": np.fmod,
@@ -150,6 +193,7 @@ _ARITH: Dict[str, _Ufunc] = {
 
 
 class BinOp(Node):
+    rowwise = True
     name = "binop"
 
     def make_key(self) -> str:
@@ -161,6 +205,7 @@ class BinOp(Node):
 
 
 class Pow(Node):
+    rowwise = True
     name = "pow"
 
     def make_key(self) -> str:
@@ -172,6 +217,7 @@ class Pow(Node):
 
 
 class Neg(Node):
+    rowwise = True
     name = "neg"
 
     def make_key(self) -> str:
@@ -190,6 +236,7 @@ _CMP: Dict[str, _Ufunc] = {
 class Compare(Node):
     """A comparison chain ``a < b <= c``; NaN on either side is false."""
 
+    rowwise = True
     name = "cmp"
 
     def make_key(self) -> str:
@@ -214,6 +261,7 @@ class Compare(Node):
 
 
 class And(Node):
+    rowwise = True
     name = "and"
 
     def make_key(self) -> str:
@@ -230,6 +278,7 @@ class And(Node):
 
 
 class Or(Node):
+    rowwise = True
     name = "or"
 
     def make_key(self) -> str:
@@ -248,6 +297,7 @@ class Or(Node):
 class FirstTrue(Node):
     """The value (second half of the children) of the first true condition (first half)."""
 
+    rowwise = True
     name = "first_true"
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
@@ -260,6 +310,7 @@ class FirstTrue(Node):
 
 
 class Not(Node):
+    rowwise = True
     name = "not"
 
     def make_key(self) -> str:
@@ -274,6 +325,7 @@ class Not(Node):
 
 
 class Abs(Node):
+    rowwise = True
     name = "abs"
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
@@ -281,9 +333,21 @@ class Abs(Node):
         return np.abs(a), ma
 
 
+class Ln(Node):
+    """``ln(x)``: the natural logarithm, NaN where x <= 0."""
+
+    name = "ln"
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        (a, ma), = args
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(a > 0, np.log(np.where(a > 0, a, 1.0)), np.nan), ma
+
+
 class Coalesce(Node):
     """``coalesce(a, b, ...)``: at each row the first argument that is not NaN (NaN if none is)."""
 
+    rowwise = True
     name = "coalesce"
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
@@ -295,6 +359,7 @@ class Coalesce(Node):
 
 
 class Last(Node):
+    rowwise = True
     name = "last"
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
@@ -318,6 +383,11 @@ class RunFact(Node):
         else:  # rank_count
             value = float(len(run.ranks))
         return np.full(frame.n, value), False
+
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        segs = frame.segments
+        values = np.array([self.evaluate(f, args, {})[0][0] for f in segs.frames])
+        return values[segs.seg], False
 
 
 def _number(value: Any) -> float:
@@ -372,3 +442,53 @@ class RankMedian(Node):
         out = (matrix[rows, lo] + matrix[rows, hi]) / 2.0
         out[k == 0] = np.nan
         return out, mx
+
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        """Rank after rank as :meth:`evaluate` (each sees the ranks before it at their new
+        value), on a sorted array of the run's finite latest values (O(ranks) in C per rank)."""
+        (x, mx), = args
+        segs = frame.segments
+        out = x.copy()
+        key = self.children[0].key
+        pools: Dict[int, Tuple[Dict[int, float], np.ndarray]] = {}
+        bounds = segs.bounds.tolist()
+        for r, sub in enumerate(segs.frames):
+            ctx = sub.rank
+            latest = ctx.run.latest.setdefault(key, {})
+            pool = pools.get(id(latest))
+            if pool is None:
+                values = np.array(list(latest.values()), dtype=np.float64)
+                pool = pools[id(latest)] = (latest, np.sort(values[~np.isnan(values)]))
+            fin = pool[1]
+            a, z = bounds[r], bounds[r + 1]
+            own = latest.get(ctx.rank)
+            others = len(latest) - (own is not None)
+            if own is not None and not math.isnan(own):
+                fin = np.delete(fin, np.searchsorted(fin, own))
+            if others:
+                out[a:z] = _median_with(fin, x[a:z])
+            new = float(x[z - 1])
+            latest[ctx.rank] = new
+            if not math.isnan(new):
+                fin = np.insert(fin, np.searchsorted(fin, new), new)
+            pools[id(latest)] = (latest, fin)
+        return out, mx
+
+
+def _median_with(fin: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Per value of ``x``: the median of the sorted finite ``fin`` and that value (NaN x:
+    of ``fin`` alone; NaN when both are empty)."""
+    m = fin.shape[0]
+    finite = ~np.isnan(x)
+    k = m + finite
+    p = np.searchsorted(fin, np.where(finite, x, np.inf))
+
+    def order(j: np.ndarray) -> np.ndarray:
+        """The j-th of fin with x inserted at p (x only where finite)."""
+        at = np.where(finite & (j > p), j - 1, j)
+        got = fin[np.clip(at, 0, max(m - 1, 0))] if m else np.full(j.shape[0], np.nan)
+        return np.where(finite & (j == p), x, got)
+
+    out = (order(np.maximum((k - 1) // 2, 0)) + order(np.maximum(k // 2, 0))) / 2.0
+    out[k == 0] = np.nan
+    return out

@@ -9,12 +9,12 @@ Each anchor sorts its window once (a padded 2-D gather + ``np.sort``).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, Hashable, List, Optional, Tuple
+from typing import Any, Dict, Hashable, List, Optional, Tuple
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from msdoctor.core.engine.nodes import Frame, Node, Out, locf
+from msdoctor.core.engine.nodes import Frame, Node, Out, locf, locf_segments
 from msdoctor.core.engine.windows import (
     _EMPTY_F,
     _EMPTY_I,
@@ -125,10 +125,14 @@ def row_mad(matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
     return out
 
 
-def _anchored(steps: np.ndarray, s: int, before: bool) -> Tuple[np.ndarray, np.ndarray]:
-    """Anchor step per row (last multiple of ``s`` <= step, or < step) -> (unique, inverse)."""
+def _anchored(steps: np.ndarray, s: int, before: bool, offset: Any = None
+              ) -> Tuple[np.ndarray, np.ndarray]:
+    """Anchor step per row (last multiple of ``s`` <= step, or < step) -> (unique, inverse);
+    ``offset`` (per row) turns them into keys of a many-rank frame."""
     base = steps - 1 if before else steps
     anchors = (base // s) * s if s > 1 else base
+    if offset is not None:
+        anchors = anchors + offset
     if anchors.shape[0] == 0:
         return anchors, anchors
     new = np.empty(anchors.shape[0], dtype=bool)   # anchors are non-decreasing (one segment)
@@ -168,45 +172,80 @@ def min_points(node: Node, at: int = 1) -> int:
     return int(node.params[at]) if len(node.params) > at else 0
 
 
-def window_bounds(S: np.ndarray, anchors: np.ndarray, n: int, m: int
+def window_bounds(S: np.ndarray, anchors: np.ndarray, n: int, m: int, floor: Any = 0
                   ) -> Tuple[np.ndarray, np.ndarray]:
     """``(lo, hi)``: the points of ``(a - n, a]`` for each anchor ``a``, or the last ``m``
-    points up to ``a`` when those are more (a short run, a log of every k-th step)."""
+    points up to ``a`` (from ``floor`` on: the rank's first point) when those are more
+    (a short run, a log of every k-th step)."""
     hi = search_right(S, anchors)
     lo = search_right(S, anchors - n)
     if m:
-        lo = np.minimum(lo, np.maximum(hi - m, 0))
+        lo = np.minimum(lo, np.maximum(hi - m, floor))
     return lo, hi
 
 
-def window_statistic(node: WindowNode, frame: Frame, args: List[Out], state: Dict[str, Any],
-                     least: int, pick: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
-                     ) -> Out:
-    """An order statistic of the window ``(step - n, step]`` (or its last ``least`` points):
-    ``pick(matrix, cnt, med)`` of the sorted anchor windows; a constant window is its value."""
-    n = node.n_steps
-    s = stride(n)
-    S, V, _ = gather(frame, args[0], state)
-    anchors, inverse = _anchored(frame.steps, s, before=False)
-    lo, hi = window_bounds(S, anchors, n, least)
-    value = constant(V, lo, hi)
-    if value is None:
-        key = ("windows", node.children[0].key, n, least)
-        out = pick(*anchor_windows(frame, key, V, lo, hi, anchors))[inverse]
-    else:                               # e.g. tokens per step: no windows to gather
-        out = np.where(hi > lo, value, np.nan)[inverse]
-    keep(state, S, V, frame, n + s, extra_before=least)
-    return out, args[0][1]
+def _segmented(frame: Frame, args: List[Out], states: List[Dict[str, Any]], n: int, m: int,
+               steps: Optional[np.ndarray] = None, rows: Any = None, before: bool = False
+               ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                          np.ndarray, np.ndarray, np.ndarray]:
+    """The many-rank gather and anchor windows: ``(K, V, start, anchors, inverse, lo, hi,
+    rank of each anchor)``; anchors are keys."""
+    from msdoctor.core.engine.segments import gather_segments
+    segs = frame.segments
+    K, V, _, start = gather_segments(frame, args[0], states)
+    seg = segs.seg if rows is None else segs.seg[rows]
+    q = frame.steps if steps is None else steps
+    anchors, inverse = _anchored(q, stride(n), before, segs.offset[seg])
+    owner = np.empty(anchors.shape[0], dtype=np.int64)
+    owner[inverse] = seg
+    lo, hi = window_bounds(K, anchors, n, m, start[owner])
+    return K, V, start, anchors, inverse, lo, hi, owner
 
 
-class Median(WindowNode):
+class OrderStatistic(WindowNode):
+    """An order statistic of the window ``(step - n, step]`` (or of its last m points, when
+    those are more): :meth:`pick` of the sorted anchor windows; a constant window is its value."""
+
+    def least(self) -> int:
+        return min_points(self)
+
+    def pick(self, matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _windows(self, frame: Frame, V: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                 anchors: np.ndarray, inverse: np.ndarray, least: int) -> np.ndarray:
+        value = constant(V, lo, hi)
+        if value is None:
+            key = ("windows", self.children[0].key, self.n_steps, least)
+            return self.pick(*anchor_windows(frame, key, V, lo, hi, anchors))[inverse]
+        return np.where(hi > lo, value, np.nan)[inverse]   # e.g. tokens per step
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        n, least = self.n_steps, self.least()
+        s = stride(n)
+        S, V, _ = gather(frame, args[0], state)
+        anchors, inverse = _anchored(frame.steps, s, before=False)
+        lo, hi = window_bounds(S, anchors, n, least)
+        out = self._windows(frame, V, lo, hi, anchors, inverse, least)
+        keep(state, S, V, frame, n + s, extra_before=least)
+        return out, args[0][1]
+
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        from msdoctor.core.engine.segments import keep_segments
+        n, least = self.n_steps, self.least()
+        K, V, start, anchors, inverse, lo, hi, _ = _segmented(frame, args, states, n, least)
+        out = self._windows(frame, V, lo, hi, anchors, inverse, least)
+        keep_segments(states, K, V, frame, start, n + stride(n), extra_before=least)
+        return out, args[0][1]
+
+
+class Median(OrderStatistic):
     """Median of the last n steps (or of the last m points, when those are more)."""
 
     name = "median"
 
-    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        return window_statistic(self, frame, args, state, min_points(self),
-                                lambda matrix, cnt, med: med)
+    def pick(self, matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
+        return med
 
 
 def row_quantile(matrix: np.ndarray, cnt: np.ndarray, q: float) -> np.ndarray:
@@ -222,15 +261,16 @@ def row_quantile(matrix: np.ndarray, cnt: np.ndarray, q: float) -> np.ndarray:
     return out
 
 
-class Quantile(WindowNode):
+class Quantile(OrderStatistic):
     """``quantile(x, n, q[, m])``: the q-quantile of the window of ``median(x, n[, m])``."""
 
     name = "quantile"
 
-    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        q = float(self.params[1])
-        return window_statistic(self, frame, args, state, min_points(self, 2),
-                                lambda matrix, cnt, med: row_quantile(matrix, cnt, q))
+    def least(self) -> int:
+        return min_points(self, 2)
+
+    def pick(self, matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
+        return row_quantile(matrix, cnt, float(self.params[1]))
 
 
 class RobustZ(WindowNode):
@@ -259,31 +299,62 @@ class RobustZ(WindowNode):
         z = np.full(rows.shape[0], np.nan)
         if rows.shape[0]:
             q = frame.steps[rows]
-            x = values[rows]
             anchors, inverse = _anchored(q, s, before=True)
             lo, hi = window_bounds(S, anchors, n, least)
-            key = ("windows", self.children[0].key, n, least)
-            matrix, cnt, med = anchor_windows(frame, key, V, lo, hi, anchors)
-            mad = row_mad(matrix, cnt, med)
-            scale = MAD_SCALE * mad
-            flat = np.flatnonzero(~(mad > 0))       # MAD 0 (or no data): mean abs deviation
-            if flat.shape[0]:
-                dev = np.abs(matrix[flat] - med[flat, None])
-                meanad = np.where(cnt[flat] > 0, np.where(np.isfinite(dev), dev, 0.0).sum(axis=1)
-                                  / np.maximum(cnt[flat], 1), np.nan)
-                scale[flat] = MEANAD_SCALE * meanad
-            enough = (cnt >= 3) & ((first <= anchors - n + 1) | ((least > 0) & (cnt >= least)))
-            m, sc = med[inverse], scale[inverse]
-            diff = x - m
-            with np.errstate(all="ignore"):
-                z = np.where(sc > 0, diff / sc, np.where(diff == 0, 0.0, np.sign(diff) * np.inf))
-            z[~enough[inverse] | np.isnan(diff)] = np.nan
+            z = self.z(frame, V, lo, hi, anchors, anchors, inverse, values[rows], first)
         keep(state, S, V, frame, n + s + 1, extra_before=least)
         full = np.full(frame.n, np.nan)
         full[rows] = z
         point = np.zeros(frame.n, dtype=bool)
         point[rows] = True
         return locf(full, point, state, "z"), mask
+
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        from msdoctor.core.engine.segments import keep_segments
+        n, least = self.n_steps, min_points(self)
+        values, mask = args[0]
+        rows = point_rows(args[0], frame.n)
+        if rows is None:
+            rows = np.arange(frame.n)
+        K, V, start, anchors, inverse, lo, hi, owner = _segmented(
+            frame, args, states, n, least, frame.steps[rows], rows, before=True)
+        offset = frame.segments.offset
+        for r, (a, z) in enumerate(zip(start[:-1].tolist(), start[1:].tolist())):
+            st = states[r]                                  # as _first, per rank
+            if math.isnan(st["first"]) and z > a:
+                st["first"] = float(K[a] - offset[r])
+        first = np.array([st["first"] for st in states])[owner]
+        zs = self.z(frame, V, lo, hi, anchors, anchors - offset[owner], inverse, values[rows],
+                    first)
+        keep_segments(states, K, V, frame, start, n + stride(n) + 1, extra_before=least)
+        full = np.full(frame.n, np.nan)
+        full[rows] = zs
+        point = np.zeros(frame.n, dtype=bool)
+        point[rows] = True
+        return locf_segments(full, point, frame, states, "z"), mask
+
+    def z(self, frame: Frame, V: np.ndarray, lo: np.ndarray, hi: np.ndarray, keys: np.ndarray,
+          anchors: np.ndarray, inverse: np.ndarray, x: np.ndarray, first: Any) -> np.ndarray:
+        """z of the points ``x`` against their anchors' windows ``V[lo:hi]`` (``keys``: the
+        anchors as the windows are memoised; ``anchors``: their step numbers)."""
+        n, least = self.n_steps, min_points(self)
+        key = ("windows", self.children[0].key, n, least)
+        matrix, cnt, med = anchor_windows(frame, key, V, lo, hi, keys)
+        mad = row_mad(matrix, cnt, med)
+        scale = MAD_SCALE * mad
+        flat = np.flatnonzero(~(mad > 0))       # MAD 0 (or no data): mean abs deviation
+        if flat.shape[0]:
+            dev = np.abs(matrix[flat] - med[flat, None])
+            meanad = np.where(cnt[flat] > 0, np.where(np.isfinite(dev), dev, 0.0).sum(axis=1)
+                              / np.maximum(cnt[flat], 1), np.nan)
+            scale[flat] = MEANAD_SCALE * meanad
+        enough = (cnt >= 3) & ((first <= anchors - n + 1) | ((least > 0) & (cnt >= least)))
+        m, sc = med[inverse], scale[inverse]
+        diff = x - m
+        with np.errstate(all="ignore"):
+            z = np.where(sc > 0, diff / sc, np.where(diff == 0, 0.0, np.sign(diff) * np.inf))
+        z[~enough[inverse] | np.isnan(diff)] = np.nan
+        return z
 
 
 def regular_period(events: np.ndarray) -> float:
@@ -373,4 +444,19 @@ class Baseline(Node):
                 state["pts"] = _EMPTY_F
         if state["done"]:
             out[q >= end] = state["value"]
+        return out, args[0][1]
+
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        """Ranks whose baseline is frozen at once; the others rank by rank."""
+        segs = frame.segments
+        warmup, n = int(self.params[0]), int(self.params[1])
+        done = np.array([bool(st["done"]) for st in states])
+        end = np.array([st["f"] for st in states]) + warmup + n - 1
+        value = np.array([st["value"] for st in states])
+        out = np.where(done[segs.seg] & (frame.steps >= end[segs.seg]), value[segs.seg], np.nan)
+        b = segs.bounds.tolist()
+        for r in np.flatnonzero(~done).tolist():
+            a, z = b[r], b[r + 1]
+            sub = [(v[a:z], m[a:z] if isinstance(m, np.ndarray) else m) for v, m in args]
+            out[a:z] = self.evaluate(segs.frames[r], sub, states[r])[0]
         return out, args[0][1]

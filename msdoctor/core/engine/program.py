@@ -12,8 +12,13 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
+from msdoctor.core.engine import nodes
 from msdoctor.core.engine.model import Rule
 from msdoctor.core.engine.nodes import Const, Frame, Node, Out
+
+#: Stateless operators: over per-run facts only, a tick can evaluate them afresh.
+_ELEMENTWISE = (nodes.BinOp, nodes.Pow, nodes.Neg, nodes.Compare, nodes.And, nodes.Or, nodes.Not,
+                nodes.Abs, nodes.Ln, nodes.Coalesce)
 
 
 @dataclass
@@ -39,7 +44,16 @@ class Program:
             values = {name: self.add(node) for name, (_, node) in rule.values.items()}
             uses = self._closure([cond, value, *values.values()])
             self.rules.append(CompiledRule(rule, cond, value, values, uses))
-        self.clock_nodes = [i for i, n in enumerate(self.nodes) if n.clock]
+        # a tick re-evaluates the clock's operators and the per-run facts (config(), expected()
+        # and elementwise operators over them only): a rank with no step yet has no last values
+        static: set = set()
+        for i, n in enumerate(self.nodes):
+            if isinstance(n, (nodes.RunFact, nodes.Const)) or (
+                    isinstance(n, _ELEMENTWISE) and self.args[i]
+                    and all(a in static for a in self.args[i])):
+                static.add(i)
+        self.clock_nodes = [i for i, n in enumerate(self.nodes)
+                            if n.clock or (i in static and not isinstance(n, nodes.Const))]
         self.keys = [n.key for n in self.nodes]
 
     def add(self, node: Node) -> int:
@@ -84,6 +98,34 @@ class Program:
                 except Exception as exc:  # noqa: BLE001 - one operator must not stop the others
                     failed[i] = f"{type(exc).__name__}: {exc}"
                     states[i] = node.new_state()
+        return outs
+
+    def evaluate_ranks(self, frame: Frame, states: List[List[Dict[str, Any]]],
+                       failed: Dict[int, str]) -> List[Optional[Out]]:
+        """:meth:`evaluate` over a many-rank frame (``frame.segments``); ``states[r]`` are
+        rank r's operator states. Each operator runs once for all ranks (rank by rank when
+        it has no segment-aware version)."""
+        from msdoctor.core.engine.segments import per_rank
+        outs: List[Optional[Out]] = [None] * len(self.nodes)
+        with np.errstate(all="ignore"):
+            for i, node in enumerate(self.nodes):
+                args = [outs[a] for a in self.args[i]]
+                if any(a is None for a in args):
+                    continue
+                try:
+                    if node.rowwise:
+                        outs[i] = node.evaluate(frame, args, {})  # type: ignore[arg-type]
+                        continue
+                    mine = [s[i] for s in states]
+                    many = getattr(node, "evaluate_segments", None)
+                    if many is not None:
+                        outs[i] = many(frame, args, mine)
+                    else:
+                        outs[i] = per_rank(node, frame, args, mine)  # type: ignore[arg-type]
+                except Exception as exc:  # noqa: BLE001 - one operator must not stop the others
+                    failed[i] = f"{type(exc).__name__}: {exc}"
+                    for s in states:
+                        s[i] = node.new_state()
         return outs
 
     def tick(self, frame: Frame, states: List[Dict[str, Any]], last: List[float],

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from msdoctor.core.engine.nodes import Frame, Node, Out, locf
+from msdoctor.core.engine.nodes import Frame, Node, Out, locf, locf_segments
 from msdoctor.core.engine.windows import _EMPTY_I, episode_starts, point_rows
 
 
@@ -36,6 +36,16 @@ def _spread(frame: Frame, rows: Any, point_values: np.ndarray, state: Dict[str, 
     return locf(full, mask, state, key)
 
 
+def _spread_segments(frame: Frame, rows: np.ndarray, point_values: np.ndarray,
+                     states: List[Dict[str, Any]], key: str) -> np.ndarray:
+    """:func:`_spread` within each rank of a many-rank frame."""
+    full = np.empty(frame.n)
+    mask = np.zeros(frame.n, dtype=bool)
+    full[rows] = point_values
+    mask[rows] = True
+    return locf_segments(full, mask, frame, states, key)
+
+
 class NonFinite(Node):
     name = "nonfinite"
     stateful = True
@@ -47,6 +57,12 @@ class NonFinite(Node):
         rows, _, v = _points(frame, args[0])
         flags = (~np.isfinite(v)).astype(np.float64)
         return _spread(frame, rows, flags, state, "last"), args[0][1]
+
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        rows = point_rows(args[0], frame.n)
+        rows = np.arange(frame.n) if rows is None else rows
+        flags = (~np.isfinite(args[0][0][rows])).astype(np.float64)
+        return _spread_segments(frame, rows, flags, states, "last"), args[0][1]
 
     def value_node(self) -> Node:
         return self.children[0].value_node()
@@ -147,6 +163,25 @@ class RepeatCount(Node):
             runs = np.zeros(0)
         return _spread(frame, rows, runs, state, "run"), args[0][1]
 
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        segs = frame.segments
+        rows = point_rows(args[0], frame.n)
+        rows = np.arange(frame.n) if rows is None else rows
+        v = args[0][0][rows]
+        seg = segs.seg[rows]
+        i = np.arange(v.shape[0])
+        first = np.searchsorted(seg, seg, side="left")      # each point's rank's first point
+        carried = np.array([st["last_v"] for st in states])
+        prev = np.where(i > first, v[np.maximum(i - 1, 0)], carried[seg])
+        idx = np.where(~(v == prev), i, -1)
+        np.maximum.accumulate(idx, out=idx)
+        runs_before = np.array([0.0 if math.isnan(st["run"]) else st["run"] for st in states])
+        runs = np.where(idx >= first, i - idx + 1, runs_before[seg] + (i - first) + 1)
+        last = np.flatnonzero(np.append(seg[1:] != seg[:-1], True)) if v.shape[0] else i
+        for p in last.tolist():
+            states[seg[p]]["last_v"] = float(v[p])
+        return _spread_segments(frame, rows, runs.astype(np.float64), states, "run"), args[0][1]
+
 
 class FirstMax(Node):
     """Max of the first n finite points of x (the running max while fewer)."""
@@ -173,6 +208,34 @@ class FirstMax(Node):
             state["count"] = int(state["count"]) + take
         fm[take:] = state["max"]
         return _spread(frame, rows, fm, state, "fm"), args[0][1]
+
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        from msdoctor.core.engine.segments import segmented_scan
+        n = int(self.params[0])
+        segs = frame.segments
+        rows = point_rows(args[0], frame.n)
+        rows = np.arange(frame.n) if rows is None else rows
+        v = args[0][0][rows]
+        ok = np.isfinite(v)
+        rows, v = rows[ok], v[ok]
+        seg = segs.seg[rows]
+        first = np.searchsorted(seg, seg, side="left")
+        j = np.arange(v.shape[0]) - first                  # the point's place in its rank
+        count = np.array([st["count"] for st in states], dtype=np.int64)
+        before = np.array([st["max"] for st in states])
+        taken = j < n - count[seg]
+        # running max of the taken points, from the rank's max so far (NaN: none yet)
+        running = segmented_scan(np.where(taken, v, np.nan), seg, np.fmax)
+        running = np.fmax(running, before[seg])
+        last = np.flatnonzero(np.append(seg[1:] != seg[:-1], True)) if v.shape[0] else j
+        for p in last.tolist():
+            st = states[seg[p]]
+            took = int(taken[first[p]:p + 1].sum())
+            if took:
+                st["max"] = float(running[p])
+                st["count"] = int(st["count"]) + took
+        fm = np.where(taken, running, np.array([st["max"] for st in states])[seg])
+        return _spread_segments(frame, rows, fm, states, "fm"), args[0][1]
 
 
 class Episodes(Node):

@@ -139,11 +139,28 @@ class Aggregate(WindowNode):
         n = self.n_steps
         S, V, hi = gather(frame, args[0], state)
         lo = search_right(S, frame.steps - n)
+        out = self.aggregate(V, lo, hi, V[0] if V.shape[0] else 0.0)
+        keep(state, S, V, frame, n)
+        return out, args[0][1]
+
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        from msdoctor.core.engine.segments import gather_segments, keep_segments, segment_refs
+        n = self.n_steps
+        K, V, hi, start = gather_segments(frame, args[0], states)
+        lo = np.searchsorted(K, frame.segments.keys - n, side="right")
+        out = self.aggregate(V, lo, hi, segment_refs(V, start))
+        keep_segments(states, K, V, frame, start, n)
+        return out, args[0][1]
+
+    def aggregate(self, V: np.ndarray, lo: np.ndarray, hi: np.ndarray, ref: Any) -> np.ndarray:
+        """The function over ``V[lo:hi]`` per row; values are centred on ``ref`` (a scalar,
+        or one value per point) to keep the cumulative sums precise."""
         cnt = (hi - lo).astype(np.float64)
-        ref = V[0] if V.shape[0] else 0.0
         d = V - ref
         cs = np.concatenate(([0.0], np.cumsum(d)))
         s = cs[hi] - cs[lo]
+        if not np.isscalar(ref):            # per point: the rows' own (their window's first)
+            ref = np.where(hi > 0, ref[np.maximum(hi - 1, 0)], 0.0) if ref.shape[0] else 0.0
         name = self.name
         if name == "count":
             out = cnt
@@ -157,8 +174,7 @@ class Aggregate(WindowNode):
             var = np.maximum(s2 / cnt - (s / cnt) ** 2, 0.0)
             out = np.sqrt(var)
             out[cnt < 2] = np.nan
-        keep(state, S, V, frame, n)
-        return out, args[0][1]
+        return out
 
 
 def range_extreme(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, fn: np.ufunc) -> np.ndarray:
@@ -195,6 +211,15 @@ class MinMax(WindowNode):
         keep(state, S, V, frame, n)
         return out, args[0][1]
 
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        from msdoctor.core.engine.segments import gather_segments, keep_segments
+        n = self.n_steps
+        K, V, hi, start = gather_segments(frame, args[0], states)
+        lo = np.searchsorted(K, frame.segments.keys - n, side="right")
+        out = range_extreme(V, lo, hi, np.maximum if self.name == "max" else np.minimum)
+        keep_segments(states, K, V, frame, start, n)
+        return out, args[0][1]
+
 
 class Delta(WindowNode):
     """``delta(x, n)``: x now minus x as it was n steps ago."""
@@ -206,12 +231,29 @@ class Delta(WindowNode):
         S, V, hi = gather(frame, args[0], state)
         out = np.full(frame.n, np.nan)
         if V.shape[0]:
-            now = np.where(hi > 0, V[np.maximum(hi - 1, 0)], np.nan)
             past_idx = search_right(S, frame.steps - n) - 1
-            past = np.where(past_idx >= 0, V[np.maximum(past_idx, 0)], np.nan)
-            out = now - past
+            out = self.delta(V, hi, past_idx, 0)
         keep(state, S, V, frame, n, extra_before=1)
         return out, args[0][1]
+
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        from msdoctor.core.engine.segments import gather_segments, keep_segments
+        n = self.n_steps
+        K, V, hi, start = gather_segments(frame, args[0], states)
+        out = np.full(frame.n, np.nan)
+        if V.shape[0]:
+            first = start[frame.segments.seg]       # each row's rank's first point
+            past_idx = np.searchsorted(K, frame.segments.keys - n, side="right") - 1
+            out = self.delta(V, hi, past_idx, first)
+        keep_segments(states, K, V, frame, start, n, extra_before=1)
+        return out, args[0][1]
+
+    @staticmethod
+    def delta(V: np.ndarray, hi: np.ndarray, past_idx: np.ndarray, first: Any) -> np.ndarray:
+        """``V[hi - 1] - V[past_idx]``, NaN where either is before ``first``."""
+        now = np.where(hi > first, V[np.maximum(hi - 1, 0)], np.nan)
+        past = np.where(past_idx >= first, V[np.maximum(past_idx, 0)], np.nan)
+        return now - past
 
 
 class RelChange(WindowNode):
@@ -247,10 +289,25 @@ class Slope(WindowNode):
         S, V, hi = gather(frame, args[0], state)
         lo = search_right(S, frame.steps - n)
         if V.shape[0]:
-            s = (S - S[0]).astype(np.float64)
-            v = V - V[0]
+            out = self.slope((S - S[0]).astype(np.float64), V - V[0], lo, hi)
         else:
-            s = v = _EMPTY_F
+            out = self.slope(_EMPTY_F, _EMPTY_F, lo, hi)
+        keep(state, S, V, frame, n)
+        return out, args[0][1]
+
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        from msdoctor.core.engine.segments import gather_segments, keep_segments, segment_refs
+        n = self.n_steps
+        K, V, hi, start = gather_segments(frame, args[0], states)
+        lo = np.searchsorted(K, frame.segments.keys - n, side="right")
+        out = self.slope((K - segment_refs(K, start)).astype(np.float64),
+                         V - segment_refs(V, start), lo, hi)
+        keep_segments(states, K, V, frame, start, n)
+        return out, args[0][1]
+
+    @staticmethod
+    def slope(s: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """The least-squares slope of the points ``(s, v)[lo:hi]`` per row."""
 
         def window_sum(x: np.ndarray) -> np.ndarray:
             c = np.concatenate(([0.0], np.cumsum(x)))
@@ -261,5 +318,4 @@ class Slope(WindowNode):
         den = cnt * sss - ss * ss
         out = (cnt * ssv - ss * sv) / den
         out[(cnt < 2) | (den <= 0)] = np.nan
-        keep(state, S, V, frame, n)
-        return out, args[0][1]
+        return out

@@ -62,7 +62,8 @@ class AlertCounts:
 
 #: The fields every alert view has, in the order the API sends them.
 ALERT_FIELDS = ("alert", "state", "severity", "run", "rank", "step", "first_step", "value",
-                "summary", "cause", "fix", "runbook_url", "t", "active_since", "caused_by")
+                "summary", "cause", "fix", "runbook_url", "t", "active_since", "caused_by",
+                "reason")
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,8 @@ class AlertView:
     active_since: Optional[float] = None
     #: The alert firing on the same rank this one is a consequence of (not notified on its own).
     caused_by: Optional[str] = None
+    #: Why it ended other than by its condition (``run ended``), else None.
+    reason: Optional[str] = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod

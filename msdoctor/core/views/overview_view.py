@@ -2,8 +2,10 @@
 
 What a rank table needs per refresh, for all ranks at once and in arrays (one
 entry per rank, in the order of ``ranks``) rather than one object per rank:
-status, last step, age, the latest value of the asked signals (None when a
-rank never recorded one), alert counts, and the last few points of one signal
+status, last step, age (since the last step event) and whether the rank is stale
+(:mod:`msdoctor.core.liveness`), the latest value of the asked signals (None when a
+rank never recorded one; rates as of now, so 0 on a stale or ended rank), the run's
+totals over its live ranks, alert counts, and the last few points of one signal
 for a sparkline. ``alerts_version`` changes whenever the alert set changes, so
 a poller can skip the alert lists while it stays the same.
 """
@@ -15,6 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from msdoctor.core.liveness import RATE_SIGNALS, rank_status, stale_step_time
 from msdoctor.core.state import RankState, Store
 from msdoctor.core.views.alert_views import AlertSource, active_of
 from msdoctor.core.views.run_views import run_state
@@ -110,6 +113,9 @@ class OverviewView:
     pending: Tuple[int, ...] = ()
     alerts_version: str = "none"
     spark: Optional[SparkView] = None
+    stale: Tuple[bool, ...] = ()
+    #: sums over the live ranks: ``tokens_per_s``; counts ``running`` and ``stale``
+    totals: Mapping[str, float] = field(default_factory=dict)
 
     def to_json(self) -> Dict[str, Any]:
         body: Dict[str, Any] = {
@@ -117,7 +123,8 @@ class OverviewView:
             "last_step": list(self.last_step), "age_s": list(self.age_s),
             "latest": {name: _column(column) for name, column in self.latest.items()},
             "alerts": {"firing": list(self.firing), "pending": list(self.pending)},
-            "alerts_version": self.alerts_version,
+            "alerts_version": self.alerts_version, "stale": list(self.stale),
+            "totals": dict(self.totals),
         }
         if self.spark is not None:
             body["spark"] = self.spark.to_json()
@@ -133,7 +140,8 @@ class OverviewView:
             latest={name: _floats(column) for name, column in (d.get("latest") or {}).items()},
             firing=tuple(alerts.get("firing") or ()), pending=tuple(alerts.get("pending") or ()),
             alerts_version=str(d.get("alerts_version", "none")),
-            spark=SparkView.from_json(spark) if spark else None)
+            spark=SparkView.from_json(spark) if spark else None,
+            stale=tuple(d.get("stale") or ()), totals=dict(d.get("totals") or {}))
 
 
 def overview(store: Store, source: Optional[AlertSource], run_id: str, signals: Sequence[str] = (),
@@ -154,11 +162,26 @@ def overview(store: Store, source: Optional[AlertSource], run_id: str, signals: 
             if a.get("state") in ("firing", "pending"):
                 counts[a["rank"]] += 1
     names = list(signals) or sorted(set().union(*(s.latest for s in states)))
-    return OverviewView(   # list comprehensions: this runs for every rank on every refresh
-        run=run_id, ranks=tuple(ids), status=tuple([s.status for s in states]),
-        last_step=tuple([s.last_step for s in states]),
-        age_s=tuple([None if s.t is None else now - s.t for s in states]),
-        latest={name: tuple([s.latest.get(name) for s in states]) for name in names},
+    # list comprehensions: this runs for every rank on every refresh
+    ages = [None if s.step_t is None else now - s.step_t for s in states]
+    stale = [s.stale(now) for s in states]
+    live = [s.status == "running" and not x for s, x in zip(states, stale)]
+    latest = {name: [s.latest.get(name) for s in states] for name in names}
+    for name, column in latest.items():
+        if name in RATE_SIGNALS:
+            latest[name] = [v if ok or v is None else 0.0 for v, ok in zip(column, live)]
+        elif name == "step_time_s":
+            latest[name] = [stale_step_time(v, a) if x and v is not None and a is not None else v
+                            for v, a, x in zip(column, ages, stale)]
+    tps = [s.latest.get("tokens_per_s") for s, ok in zip(states, live) if ok]
+    totals = {"tokens_per_s": float(sum(v for v in tps if v is not None and v == v)),
+              "running": float(sum(live)), "stale": float(sum(stale))}
+    return OverviewView(
+        run=run_id, ranks=tuple(ids),
+        status=tuple([rank_status(s.status, s.gone(now, state.expect)) for s in states]),
+        last_step=tuple([s.last_step for s in states]), age_s=tuple(ages),
+        latest={name: tuple(column) for name, column in latest.items()},
         firing=tuple([firing[r] for r in ids]), pending=tuple([pending[r] for r in ids]),
         alerts_version=alerts_version(source, active),
-        spark=SparkView.of(states, spark, spark_points) if spark else None)
+        spark=SparkView.of(states, spark, spark_points) if spark else None,
+        stale=tuple(stale), totals=totals)

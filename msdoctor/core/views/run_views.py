@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 from msdoctor import __version__
+from msdoctor.core.liveness import live_values, rank_status, run_end_of
 from msdoctor.core.state import RankState, RunState, Store
 from msdoctor.core.views.alert_views import AlertCounts, AlertSource, AlertView, active_of
 from msdoctor.wire.errors import MsdoctorError
@@ -58,24 +59,34 @@ class RunView:
     status: Mapping[str, int] = field(default_factory=dict)     # status -> rank count
     last_step: Optional[StepRange] = None
     alerts: AlertCounts = AlertCounts()
+    #: running ranks with no step for longer than the staleness limit (core.liveness)
+    stale: int = 0
+    #: None while a rank runs; else ``outcome`` (ok / failed), ``t`` and final ``statuses``
+    ended: Optional[Mapping[str, Any]] = None
 
     @classmethod
-    def of(cls, state: RunState, active: Sequence[Mapping[str, Any]]) -> "RunView":
+    def of(cls, state: RunState, active: Sequence[Mapping[str, Any]],
+           now: Optional[float] = None) -> "RunView":
+        now = time.time() if now is None else now
         ranks = list(state.ranks.values())
         steps = [r.last_step for r in ranks if r.last_step is not None]
         statuses: Dict[str, int] = {}
         for r in ranks:
-            statuses[r.status] = statuses.get(r.status, 0) + 1
+            status = rank_status(r.status, r.gone(now, state.expect))
+            statuses[status] = statuses.get(status, 0) + 1
         return cls(run=state.run, world_size=state.world_size, config=dict(state.config),
                    expect=dict(state.expect), ranks=len(ranks), status=statuses,
                    last_step=StepRange(min(steps), max(steps)) if steps else None,
-                   alerts=AlertCounts.of(a for a in active if a.get("run") == state.run))
+                   alerts=AlertCounts.of(a for a in active if a.get("run") == state.run),
+                   stale=sum(1 for r in ranks if r.stale(now)),
+                   ended=run_end_of(ranks, now, state.expect))
 
     def to_json(self) -> Dict[str, Any]:
         return {"run": self.run, "world_size": self.world_size, "config": dict(self.config),
                 "expect": dict(self.expect), "ranks": self.ranks, "status": dict(self.status),
                 "last_step": None if self.last_step is None else self.last_step.to_json(),
-                "alerts": self.alerts.to_json()}
+                "alerts": self.alerts.to_json(), "stale": self.stale,
+                "ended": None if self.ended is None else dict(self.ended)}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "RunView":
@@ -84,7 +95,8 @@ class RunView:
                    expect=dict(d.get("expect") or {}), ranks=int(d.get("ranks") or 0),
                    status=dict(d.get("status") or {}),
                    last_step=StepRange(steps["min"], steps["max"]) if steps else None,
-                   alerts=AlertCounts.from_json(d.get("alerts") or {}))
+                   alerts=AlertCounts.from_json(d.get("alerts") or {}),
+                   stale=int(d.get("stale") or 0), ended=d.get("ended"))
 
 
 def _copy(d: Optional[Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
@@ -111,15 +123,17 @@ class RankView:
     status: str = "running"
     last_step: Optional[int] = None
     t: Optional[float] = None
-    age_s: Optional[float] = None
-    latest: Mapping[str, float] = field(default_factory=dict)       # sorted by name
+    age_s: Optional[float] = None           # seconds since the last step event
+    latest: Mapping[str, float] = field(default_factory=dict)       # sorted by name; rates as of now
     counters: Mapping[str, int] = field(default_factory=dict)
     alerts: AlertCounts = AlertCounts()
     detail: Optional[RankDetail] = None
+    stale: bool = False
 
     @classmethod
     def of(cls, run: str, state: RankState, active: Sequence[Mapping[str, Any]],
-           now: Optional[float] = None, detail: bool = False) -> "RankView":
+           now: Optional[float] = None, detail: bool = False,
+           expect: Optional[Mapping[str, Any]] = None) -> "RankView":
         mine = [a for a in active if a.get("run") == run and a.get("rank") == state.rank]
         more = None
         if detail:
@@ -127,14 +141,19 @@ class RankView:
                               stop=_copy(state.stop),
                               signals=tuple(sorted(state.series)),
                               active_alerts=tuple(AlertView.of(a) for a in mine))
-        return cls(run=run, rank=state.rank, status=state.status, last_step=state.last_step,
-                   t=state.t, age_s=state.age(now), latest=dict(sorted(dict(state.latest).items())),
-                   counters=dict(state.counters), alerts=AlertCounts.of(mine), detail=more)
+        now = time.time() if now is None else now
+        age, stale = state.age(now), state.stale(now)
+        latest = live_values(dict(sorted(dict(state.latest).items())), state.running, stale, age)
+        return cls(run=run, rank=state.rank,
+                   status=rank_status(state.status, state.gone(now, dict(expect or {}))),
+                   last_step=state.last_step, t=state.t, age_s=age, latest=latest,
+                   counters=dict(state.counters), alerts=AlertCounts.of(mine), detail=more,
+                   stale=stale)
 
     def to_json(self) -> Dict[str, Any]:
         out = {"run": self.run, "rank": self.rank, "status": self.status,
                "last_step": self.last_step, "t": self.t, "age_s": self.age_s,
-               "latest": {k: to_wire(v) for k, v in self.latest.items()},
+               "stale": self.stale, "latest": {k: to_wire(v) for k, v in self.latest.items()},
                "counters": dict(self.counters), "alerts": self.alerts.to_json()}
         d = self.detail
         if d is not None:
@@ -152,6 +171,7 @@ class RankView:
                                                     for a in d.get("active_alerts") or ()))
         return cls(run=d["run"], rank=int(d["rank"]), status=d.get("status", "running"),
                    last_step=d.get("last_step"), t=d.get("t"), age_s=d.get("age_s"),
+                   stale=bool(d.get("stale", False)),
                    latest={k: from_wire(v) for k, v in (d.get("latest") or {}).items()},
                    counters=dict(d.get("counters") or {}),
                    alerts=AlertCounts.from_json(d.get("alerts") or {}), detail=detail)
@@ -263,12 +283,14 @@ def ranks(store: Store, source: Optional[AlertSource], run_id: str) -> RanksView
     for a in active_of(source):
         if a.get("run") == run_id:
             by_rank.setdefault(a.get("rank"), []).append(a)
-    return RanksView(run_id, tuple(RankView.of(run_id, state.ranks[r], by_rank.get(r, ()), now)
+    return RanksView(run_id, tuple(RankView.of(run_id, state.ranks[r], by_rank.get(r, ()), now,
+                                               expect=state.expect)
                                    for r in sorted(list(state.ranks))))
 
 
 def rank(store: Store, source: Optional[AlertSource], run_id: str, rank_id: int) -> RankView:
-    return RankView.of(run_id, rank_state(store, run_id, rank_id), active_of(source), detail=True)
+    return RankView.of(run_id, rank_state(store, run_id, rank_id), active_of(source), detail=True,
+                       expect=run_state(store, run_id).expect)
 
 
 __all__ = ["NotFound", "StepRange", "RunView", "RankDetail", "RankView", "RunsView", "RanksView",

@@ -129,6 +129,16 @@ def test_latest_values_follow_a_purge_that_empties_a_series():
     assert state.series["loss"].steps.tolist() == [1, 3]
 
 
+def test_each_step_s_wall_time_is_kept_as_a_series_without_a_latest_value():
+    store = Store()
+    store.apply(chunk([step(0, 1, t=100.0), step(0, 2, t=101.5), step(0, 3, t=160.0)]))
+    store.apply(chunk([step(0, 2, t=200.0)]))                   # resumed: step 3 is purged
+    state = store.runs["run"].ranks[0]
+    assert state.series["t"].steps.tolist() == [1, 2]
+    assert state.series["t"].values.tolist() == [100.0, 200.0]
+    assert "t" not in state.latest
+
+
 def test_memory_does_not_grow_with_the_length_of_the_run():
     store = Store(capacity=512)
     batch = [step(0, n, grad_norm=1.0, lr=1e-4, tokens=4096, step_time_s=0.4, data_wait_s=0.01)
@@ -155,3 +165,17 @@ def test_memory_does_not_grow_with_the_length_of_the_run():
     assert state.last_step == 55_000 and state.counters["steps"] == 55_000
     assert all(len(s) == 512 for s in state.series.values())
     assert growth < 64 * 1024, growth
+
+
+def test_a_series_grows_with_what_it_keeps_and_holds_the_newest_points_like_a_list():
+    rng = np.random.default_rng(5)
+    series, kept, step = Series(capacity=300), [], 0
+    assert series._steps.shape[0] <= 64                     # a short run, a short array
+    for _ in range(400):
+        n = int(rng.choice([1, 2, 7, 64, 299, 300, 301]))
+        steps = np.arange(step + 1, step + n + 1)
+        step += n
+        series.extend(steps, steps * 0.5)
+        kept = (kept + steps.tolist())[-300:]
+        assert series.steps.tolist() == kept and series.values.tolist() == [s * 0.5 for s in kept]
+        assert series._steps.shape[0] <= 300 + 75

@@ -64,7 +64,7 @@ def test_samples_carry_the_latest_values_and_counters_of_each_rank(sidecar):
                                 {"run": 'run "a"'}) == 16384
     assert reg.get_sample_value("msdoctor_alert", {
         "alertname": "LossNonFinite", "alertstate": "firing", "severity": "critical",
-        "run": 'run "a"', "rank": "1", "caused_by": ""}) == 1
+        "run": 'run "a"', "rank": "1", "caused_by": "", "layer": "", "first_rank": ""}) == 1
     assert reg.get_sample_value("msdoctor_alert_delivery_failures_total",
                                 {"receiver": "alertmanager"}) == 2
     assert reg.get_sample_value("msdoctor_build_info", {

@@ -42,8 +42,12 @@ def _engine_alerts(run_dir: Path) -> None:
 def fleet(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fleet")
     node_a, node_b = tmp / "node-a", tmp / "node-b"
-    write_run(node_a, run=RUN, ranks=(0, 1), world_size=4, steps=40, nan_at=30)
-    write_run(node_b, run=RUN, ranks=(2, 3), world_size=4, steps=40, slow_rank=3, slow=2.0)
+    # stamped ahead of the clock, so no rank goes stale while the module runs (a spool that
+    # stops growing is a hung fleet: 0 tokens/s once max(10 s, 10 median steps) have passed)
+    t0 = time.time() + 300.0
+    write_run(node_a, run=RUN, ranks=(0, 1), world_size=4, steps=40, nan_at=30, t0=t0)
+    write_run(node_b, run=RUN, ranks=(2, 3), world_size=4, steps=40, slow_rank=3, slow=2.0,
+              t0=t0)
     _engine_alerts(node_a)
     rules = tmp / "fleet.rules.yml"
     rules.write_text(render_rules(alerts.fast_params()))

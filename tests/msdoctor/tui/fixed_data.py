@@ -4,7 +4,16 @@ from __future__ import annotations
 import math
 from typing import Optional, Tuple
 
-from msdoctor.tui.model import AlertItem, ChartData, RankRow, Reading, RunSummary, judge, worst
+from msdoctor.tui.model import (
+    AlertItem,
+    ChartData,
+    RankRow,
+    Reading,
+    RunSummary,
+    by_severity,
+    judge,
+    worst,
+)
 
 NAN_FIX = ("Stop and resume from the last good checkpoint. Switch to bf16; make sure gradient "
            "clipping by global norm (1.0) is on; inspect the batch of this step.")
@@ -41,7 +50,7 @@ def rank_row(rank: int, step: int = 121, nan: bool = False, slow: bool = False,
                    firing=sum(a.state == "firing" for a in mine),
                    pending=sum(a.state == "pending" for a in mine),
                    critical=sum(a.state == "firing" and a.severity == "critical" for a in mine),
-                   spark=spark, alerts=tuple(sorted({a.alert for a in mine})))
+                   spark=spark, alerts=by_severity(mine)[0], severities=by_severity(mine)[1])
 
 
 def chart_data(ranks: Tuple[int, ...] = (5,)) -> ChartData:

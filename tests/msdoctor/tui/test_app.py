@@ -22,7 +22,7 @@ def app_with(snap=None, **kwargs) -> DoctorApp:
     return DoctorApp(source, poll=False, **kwargs)
 
 
-async def test_tab_moves_between_overview_charts_and_alerts_and_back():
+async def test_tab_moves_between_overview_charts_alerts_and_logs_and_back():
     app = app_with()
     async with app.run_test(size=(100, 30)) as pilot:
         assert await app.refresh_data()
@@ -32,9 +32,11 @@ async def test_tab_moves_between_overview_charts_and_alerts_and_back():
         await pilot.press("tab")
         assert app.pane == "alerts"
         await pilot.press("tab")
+        assert app.pane == "logs"
+        await pilot.press("tab")
         assert app.pane == "overview"
         await pilot.press("shift+tab")
-        assert app.pane == "alerts"
+        assert app.pane == "logs"
         await pilot.press("1")
         assert app.pane == "overview"
 
@@ -103,7 +105,8 @@ async def test_clicking_a_column_header_sorts_by_that_column():
         await app.refresh_data()
         await pilot.pause()
         table = app.query_one(RankTable)
-        x = sum(c.width for c in table.columns[:3]) + 2      # inside the LOSS header
+        before = [c.key for c in table.columns].index("loss")
+        x = sum(c.width for c in table.columns[:before]) + 2      # inside the LOSS header
         await pilot.click(RankTable, offset=(x, 0))
         assert table.sort_key == "loss"
 
@@ -115,6 +118,7 @@ async def test_enter_on_a_rank_opens_its_charts_with_alert_markers():
         table = app.query_one(RankTable)
         table.move_to(5)
         await pilot.press("enter")
+        await pilot.pause()                 # the table's Selected message reaches the app
         assert app.pane == "charts" and app.chart_ranks == (5,)
         assert app.request().charts and app.request().chart_ranks == (5,)
         await app.refresh_data()

@@ -54,3 +54,17 @@ def test_an_opened_alert_shows_cause_and_fix(snap_compare):
 
 def test_a_terminal_too_small(snap_compare):
     assert snap_compare(make_app(), terminal_size=(50, 12), run_before=loaded)
+
+
+def test_overview_of_a_few_ranks_with_the_worst_rank_s_curves_at_160x45(snap_compare):
+    async def run_before(pilot):
+        await loaded(pilot)
+        await loaded(pilot)             # the second refresh brings the curves
+    assert snap_compare(make_app(), terminal_size=(160, 45), run_before=run_before)
+
+
+def test_help_fits_an_80x24_terminal(snap_compare):
+    async def run_before(pilot):
+        await pilot.press("question_mark")
+        await pilot.pause()
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=run_before)

@@ -85,13 +85,16 @@ def test_the_embedded_source_writes_nothing_into_the_run_directory(nan_run):
 def test_the_http_source_reads_the_same_snapshot_as_the_embedded_one(nan_run):
     embedded = EmbeddedSource(nan_run).fetch(Request(charts=True, chart_ranks=(1, 2)))
     with live(nan_run) as side:
-        remote = HttpSource(side.url).fetch(Request(charts=True, chart_ranks=(1, 2)))
+        http = HttpSource(side.url)
+        remote = http.fetch(Request(charts=True, chart_ranks=(1, 2)))
+    assert http.run_dir is not None and http.run_dir.resolve() == nan_run.resolve()  # logs here
     assert [(r.rank, r.last_step, r.health, r.alerts) for r in remote.ranks] == \
         [(r.rank, r.last_step, r.health, r.alerts) for r in embedded.ranks]
     assert sorted((a.alert, a.rank, a.state, a.fix) for a in remote.active) == \
         sorted((a.alert, a.rank, a.state, a.fix) for a in embedded.active)
     assert remote.charts.markers == embedded.charts.markers
     assert remote.charts.series["loss"][2][0] == embedded.charts.series["loss"][2][0]
+    assert remote.charts.series["t"][2] == embedded.charts.series["t"][2]    # wall times
 
 
 def test_an_unreachable_url_is_a_source_error_naming_the_address():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 
 import pytest
 
@@ -29,7 +30,8 @@ def comparable(snap: Reading) -> str:
 @pytest.fixture
 def embedded(tmp_path):
     run_dir = tmp_path / "run"
-    spool_factory.write_run(run_dir, ranks=range(4), steps=50, nan_at=30, t0=1_000_000.0)
+    # stamped ahead of the clock: a stale rank's step time is its age, read at each instant
+    spool_factory.write_run(run_dir, ranks=range(4), steps=50, nan_at=30, t0=time.time() + 600)
     source = EmbeddedSource(run_dir)
     source.fetch()
     source.feed({"alert": "LossSpike", "state": "firing", "severity": "warning",

@@ -89,6 +89,27 @@ def test_loads_reports_bad_bytes_as_event_error_not_a_library_exception():
         loads(b"{nope}")
 
 
+def test_a_layers_event_with_an_array_of_the_wrong_length_names_the_field_and_what_was_expected():
+    event = make("layers", 0, step=3, names=["layers.0", "layers.1"], grad_norm=[1.0])
+    with pytest.raises(EventError, match=r"'grad_norm': 1 entries for 2 layers in 'names'; "
+                                         r"expected one entry per layer"):
+        validate(event)
+
+
+def test_a_layers_event_refuses_a_repeated_or_malformed_name_and_a_non_numeric_entry():
+    for names, values, wanted in ((["a", "a"], [1, 2], "named twice"),
+                                  (["a b"], [1], "not a layer name"),
+                                  (["a"], ["x"], "entry 0 is 'x'")):
+        with pytest.raises(EventError, match=wanted):
+            validate(make("layers", 0, step=3, names=names, grad_norm=values))
+
+
+def test_a_layers_event_keeps_null_for_not_measured_and_reads_nan_back_as_a_float():
+    event = validate(decode(encode(make("layers", 0, step=3, names=["embedding", "layers.0"],
+                                        act_max=[None, "nan"]))))
+    assert event["act_max"][0] is None and math.isnan(event["act_max"][1])
+
+
 def test_make_leaves_out_fields_that_are_none():
     event = make("step", 3, step=1, loss=None, lr=1e-4)
     assert event == {"v": 1, "type": "step", "rank": 3, "step": 1, "lr": 1e-4}
@@ -96,7 +117,8 @@ def test_make_leaves_out_fields_that_are_none():
 
 def test_every_event_type_built_with_make_round_trips():
     required = {"step": {"step": 1}, "checkpoint": {"step": 1}, "run_end": {"status": "completed"},
-                "stop": {"reason": "LossNonFinite"}}
+                "stop": {"reason": "LossNonFinite"},
+                "layers": {"step": 1, "names": ["embedding", "layers.0"], "grad_norm": [1.0, None]}}
     for kind in EVENT_TYPES:
         event = make(kind, 0, t=1.5, **required.get(kind, {}))
         assert decode(encode(event)) == event

@@ -161,6 +161,8 @@ class Runs:
         # beyond the faults: more rules on real runs
         "nan-fp16": ("--steps", "60", "--precision", "fp16", "--inject", "nan@30"),
         "baseline": ("--steps", "150", "--expect-tokens-per-s", "100000"),   # ~10x the CPU's
+        # per-layer faults: each pinned on its block (frozen block 0 also gets the NaN)
+        "layers": ("--steps", "36", "--inject", "grad-layer@30:1,nan-layer@22:0,frozen-layer:0"),
         # updates stalled from the start: the loss never falls (micro-batch 1: ~55 steps/s)
         "plateau": ("--steps", "2600", "--inject", "stall@1", "--micro-batch", "1",
                     "--workers", "1", "--save-every", "10000"),
@@ -183,6 +185,9 @@ class Runs:
         "mf-msrun": ("--steps", "40", "--inject", "nan@30", "--inject-rank", "1"),
     }
 
+    #: runs that start from another run's last checkpoint (``--init-from``): (that run, options)
+    FROM = {"init-skip": ("clean", ("--steps", "3", "--inject", "skip-load:1"))}
+
     def __init__(self, base: Path, cache: Path) -> None:
         self.base, self.cache = base, cache
         self.done: Dict[str, Path] = {}
@@ -198,6 +203,10 @@ class Runs:
                 train_ranks(run_dir, self.cache, *self.RANKS[name], timeout=600)
             elif name in self.MSRUN:
                 train_msrun(run_dir, self.cache, msrun_log(run_dir), *self.MSRUN[name], timeout=600)
+            elif name in self.FROM:
+                source, argv = self.FROM[name]
+                ckpt = sorted((self[source] / "checkpoints" / "rank-0").glob("*.ckpt"))[-1]
+                train(run_dir, self.cache, "--init-from", str(ckpt), *argv, timeout=600)
             elif name in self.WITH_SIDECAR:
                 watched(run_dir, self.cache, *self.SPECS[name])
             else:

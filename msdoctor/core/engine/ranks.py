@@ -1,0 +1,103 @@
+"""The step batches of many ranks evaluated together (one poll of a live sidecar).
+
+:meth:`Engine.process_many` hands this module the ranks whose batch continues their
+stream (no step going back); every operator runs once over all their rows
+(:mod:`.segments`), then each rank's alert lifecycle runs on its own rows, only for the
+rules whose condition is true somewhere in them or whose alert is active. The alerts
+and states are those of evaluating the ranks one after the other.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence
+
+import numpy as np
+
+from msdoctor.core.alerts.model import Alert
+from msdoctor.core.batch import StepBatch
+from msdoctor.core.engine.context import RankContext
+from msdoctor.core.engine.lifecycle import INACTIVE, AlertState, advance
+from msdoctor.core.engine.nodes import Frame, truthy
+from msdoctor.core.engine.segments import fits, join_batches, segments_of
+
+
+def joinable(ctx: RankContext, batch: StepBatch) -> bool:
+    """True when ``batch`` continues ``ctx``'s stream: one segment, keyable step numbers."""
+    steps = batch.steps
+    if not len(batch) or not fits(steps):
+        return False
+    if ctx.last_step is not None and steps[0] < ctx.last_step:
+        return False
+    return steps.shape[0] < 2 or bool((steps[1:] >= steps[:-1]).all())
+
+
+def evaluate_ranks(engine: Any, ctxs: Sequence[RankContext],
+                   batches: Sequence[StepBatch]) -> List[Alert]:
+    """Evaluate each ``batches[r]`` (joinable) as ``ctxs[r]``'s next rows; the transitions,
+    rank after rank."""
+    frames = []
+    for ctx, batch in zip(ctxs, batches):
+        t = engine._times(ctx, batch.t)
+        frames.append(Frame(batch.steps, batch.steps.astype(np.float64), t, batch, ctx))
+    segs = segments_of(frames)
+    joined = join_batches(batches)
+    t_all = np.concatenate([f.t for f in frames])
+    frame = Frame(joined.steps, joined.steps.astype(np.float64), t_all, joined, ctxs[0],
+                  segments=segs)
+    failed: Dict[int, str] = {}
+    program = engine.program
+    outs = program.evaluate_ranks(frame, [ctx.states for ctx in ctxs], failed)
+    _keep_last(ctxs, outs, segs.last_rows())
+    bounds = segs.bounds.tolist()
+    found: List[List[Any]] = [[] for _ in ctxs]
+    for order, cr in enumerate(program.rules):
+        if failed and engine._failed(cr, failed):
+            continue
+        condition = outs[cr.condition]
+        assert condition is not None
+        cond = truthy(condition[0])
+        name = cr.rule.alert
+        rows = np.flatnonzero(cond)
+        todo = set(np.unique(segs.seg[rows]).tolist()) if rows.shape[0] else set()
+        for r, ctx in enumerate(ctxs):
+            st = ctx.alerts.get(name)
+            if st is not None and st.state != INACTIVE:
+                todo.add(r)
+        for r in sorted(todo):
+            ctx = ctxs[r]
+            a, z = bounds[r], bounds[r + 1]
+            st = ctx.alerts.get(name)
+            if st is None:
+                st = ctx.alerts[name] = AlertState()
+            for tr in advance(st, cond[a:z], frames[r].steps, frames[r].t, cr.rule.for_,
+                              cr.rule.keep_firing_for):
+                found[r].append((tr.row, order, tr, cr))
+    out: List[Alert] = []
+    for r, ctx in enumerate(ctxs):
+        if found[r]:
+            out.extend(engine._emit_found(ctx, found[r], outs, bounds[r], frames[r].steps,
+                                          frames[r].t))
+        last = frames[r]
+        ctx.last_step = int(last.steps[-1])
+        ctx.last_t = ctx.last_step_t = float(last.t[-1])
+        ctx.note_time(float(last.t[-1]))
+        engine.rows += last.n
+    return out
+
+
+def _keep_last(ctxs: Sequence[RankContext], outs: List[Any], last_rows: np.ndarray) -> None:
+    """Each rank's ``last``: every operator's value at its last row (failed ones unchanged)."""
+    done = [i for i, o in enumerate(outs) if o is not None]
+    if not done:
+        return
+    table = np.empty((len(done), last_rows.shape[0]))
+    for k, i in enumerate(done):
+        table[k] = outs[i][0][last_rows]
+    columns = table.T.tolist()
+    everything = len(done) == len(outs)
+    for ctx, values in zip(ctxs, columns):
+        if everything:
+            ctx.last = values
+        else:
+            last = ctx.last
+            for i, v in zip(done, values):
+                last[i] = v

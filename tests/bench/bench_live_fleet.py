@@ -1,0 +1,128 @@
+"""1024 live ranks, one new step each: time from the write to the last alert, RSS, snapshot.
+
+The sidecar is the ``Pipeline`` ``msdoctor serve`` wires (shipped rules, journal, rule
+reloader, alert feed). Every rank is written ``--steps`` healthy steps and drained; then one
+NaN-loss step is appended to every rank at once and the sidecar polls (as ``run_forever``
+does, back to back while there is input) until all ranks' LossNonFinite alerts are out.
+Printed next to the references measured in the same run: the bare read of those 1024 new lines
+(the spool tailer alone) and a healthy step appended to every rank (a poll with no alert).
+
+Run: .venv/bin/python tests/bench/bench_live_fleet.py [--ranks 1024] [--steps 300]
+     [--profile FILE]   (cProfile of the NaN poll, sorted by cumulative time)
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_soak import peak_mb, rss_mb, serve_sidecar, write_rank  # noqa: E402
+
+NAN_STEP = ('{"v":1,"type":"step","rank":%d,"step":%d,"t":%.3f,"loss":"nan","grad_norm":1.0,'
+            '"loss_scale":65536.0,"overflow":false,"lr":0.0003,"tokens":4096,'
+            '"step_time_s":0.4,"data_wait_s":0.002,"mem_host_rss_bytes":30000000000}\n')
+
+
+def append_all(run_dir: Path, ranks: int, line) -> float:
+    """Append ``line(rank)`` to every rank's file; the time just after the last write."""
+    for r in range(ranks):
+        with open(run_dir / "events" / f"rank-{r}.jsonl", "a", encoding="ascii") as fh:
+            fh.write(line(r))
+    return time.perf_counter()
+
+
+def poll_until(sidecar, want: int) -> int:
+    """Poll back to back until ``want`` LossNonFinite alerts fire (or 60 s)."""
+    deadline = time.perf_counter() + 60
+    while time.perf_counter() < deadline:
+        sidecar.poll_once()
+        firing = sum(1 for a in sidecar.alerts.firing() if a.get("alert") == "LossNonFinite")
+        if firing >= want:
+            return firing
+    return -1
+
+
+def main() -> int:
+    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    cli.add_argument("--ranks", type=int, default=1024)
+    cli.add_argument("--steps", type=int, default=300)
+    cli.add_argument("--profile", help="write the NaN poll's cProfile stats here")
+    opts = cli.parse_args()
+    import logging
+    logging.basicConfig(level=logging.CRITICAL)
+    print(f"# load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on "
+          f"{os.cpu_count()} CPUs", flush=True)
+    ranks, steps = opts.ranks, opts.steps
+    run_dir = Path(tempfile.mkdtemp(prefix="msdoctor-live-fleet-"))
+    (run_dir / "events").mkdir()
+    dt = 0.4
+    t0 = time.time() - dt * steps
+    for r in range(ranks):
+        write_rank(run_dir / "events" / f"rank-{r}.jsonl", r, ranks, 1, steps, True, t0, dt)
+    base = rss_mb()
+    sidecar, _ = serve_sidecar(run_dir)
+    w = time.perf_counter()
+    while sidecar.poll_once():
+        pass
+    print(f"drain: {ranks} ranks x {steps} steps in {time.perf_counter() - w:.1f} s; "
+          f"RSS {rss_mb():.0f} MiB (before the sidecar {base:.0f} MiB)", flush=True)
+
+    # reference 1: the tailer alone reading one new line per rank
+    from msdoctor.core.spool import SpoolTailer
+    tailer = SpoolTailer(run_dir)
+    while tailer.poll(sidecar.poll_bytes):
+        pass
+    step = steps + 1
+    written = append_all(run_dir, ranks, lambda r: write_rank_line(r, step, t0 + dt * step))
+    chunks = tailer.poll(sidecar.poll_bytes)
+    bare = time.perf_counter() - written
+    assert len(chunks) == ranks, len(chunks)
+    # reference 2: one healthy step per rank through the sidecar (no alert)
+    written = append_all(run_dir, ranks, lambda r: write_rank_line(r, step, t0 + dt * step))
+    sidecar.poll_once()
+    healthy = time.perf_counter() - written
+
+    step += 1
+    profile = cProfile.Profile() if opts.profile else None
+    written = append_all(run_dir, ranks, lambda r: NAN_STEP % (r, step, t0 + dt * step))
+    if profile:
+        profile.enable()
+    firing = poll_until(sidecar, ranks)
+    took = time.perf_counter() - written
+    if profile:
+        profile.disable()
+        profile.dump_stats(opts.profile)
+        pstats.Stats(opts.profile).sort_stats("cumulative").print_stats(40)
+    assert firing == ranks, f"{firing} of {ranks} LossNonFinite alerts"
+    print(f"live: {ranks} ranks x 1 new NaN step: all {ranks} LossNonFinite alerts "
+          f"{took * 1e3:.0f} ms after the write (reference, same run: the tailer alone reads the "
+          f"{ranks} new lines in {bare * 1e3:.0f} ms; one healthy step per rank through the "
+          f"sidecar {healthy * 1e3:.0f} ms)")
+    w = time.perf_counter()
+    sidecar.save_snapshot()
+    snap = time.perf_counter() - w
+    size = (sidecar.state_dir / "snapshot.npz").stat().st_size
+    print(f"snapshot: {size / 2**20:.0f} MiB written in {snap * 1e3:.0f} ms; "
+          f"RSS {rss_mb():.0f} MiB, peak {peak_mb():.0f} MiB (before the sidecar {base:.0f} MiB)")
+    print(f"# load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    import shutil
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return 0
+
+
+def write_rank_line(rank: int, step: int, t: float) -> str:
+    from bench_soak import STEP
+    return STEP % (rank, step, t, 2.5, 1.0, 0.4, 30_000_000_000 + rank)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,168 @@
+"""Many ranks evaluated together (a live poll) give what evaluating each rank alone gives."""
+from __future__ import annotations
+
+import math
+import re
+from typing import Dict, List
+
+import numpy as np
+import pytest
+
+from msdoctor.core.batch import StepBatch
+from msdoctor.core.engine.context import RankContext, RunContext
+from msdoctor.core.engine.evaluator import Engine
+from msdoctor.core.engine.expr import parse
+from msdoctor.core.engine.loader import default_rules_dir, load_rules
+from msdoctor.core.engine.nodes import Frame
+from msdoctor.core.engine.program import Program
+from msdoctor.core.engine.segments import join_batches, segments_of
+from tests.msdoctor.core.engine.helpers import run_expr
+from tests.msdoctor.core.engine.test_windows import make_series
+
+EXPRESSIONS = ["first_max(x, 3)", "mean(x, 20)", "sum(x, 20)", "count(x, 20)", "std(x, 20)", "min(x, 20)",
+               "max(x, 33)", "median(x, 15)", "median(x, 100)", "median(x, 15, 8)",
+               "median(x, 100, 12)", "quantile(x, 15, 0.9)", "quantile(x, 100, 0.25, 12)",
+               "delta(x, 10)", "slope(x, 30)", "rel_change(x, 25)", "robust_z(x, 20)",
+               "robust_z(x, 100, 10)", "robust_z(x, 200) > 2 and median(x, 200) > 0",
+               "repeat_count(x > 3)", "nonfinite(x)", "first_max(x, 50)", "ewma(x, 0.1)",
+               "steps_since_change(x > 3)", "spike_period(x, 200)", "episodes(x > 4, 50)",
+               "baseline(x, 10, 40)", "rank_median(x)", "x + step"]
+RANKS = 5
+
+
+def signal(expr: str) -> str:
+    return re.sub(r"\bx\b", "loss", expr)
+
+
+def polls(seed: int, n: int) -> List[List[int]]:
+    """Per poll, how many new rows each rank has (0: none in that poll)."""
+    rng = np.random.default_rng(seed)
+    done, out = [0] * RANKS, []
+    while min(done) < n:
+        sizes = [min(int(rng.choice([0, 1, 1, 1, 2, 5, 30])), n - done[r]) for r in range(RANKS)]
+        out.append(sizes)
+        done = [d + k for d, k in zip(done, sizes)]
+    return out
+
+
+def run_together(text: str, steps: List[np.ndarray], values: List[list], plan: List[List[int]]
+                 ) -> List[np.ndarray]:
+    """Values of ``text`` per rank, the ranks of each poll evaluated in one frame."""
+    program = Program([])
+    root = program.add(parse(signal(text)))
+    run = RunContext("r")
+    ctxs = []
+    for r in range(RANKS):
+        ctxs.append(RankContext(run, r, program.new_states(), [math.nan] * len(program.nodes)))
+        run.ranks[r] = ctxs[-1]
+    pos = [0] * RANKS
+    out: List[List[np.ndarray]] = [[] for _ in range(RANKS)]
+    for sizes in plan:
+        frames, batches, who = [], [], []
+        for r, k in enumerate(sizes):
+            if not k:
+                continue
+            a, z = pos[r], pos[r] + k
+            pos[r] = z
+            chunk = values[r][a:z]
+            mask = np.array([v is not None for v in chunk])
+            columns: Dict[str, np.ndarray] = {}
+            masks: Dict[str, np.ndarray] = {}
+            if mask.any():
+                columns["loss"] = np.array([np.nan if v is None else v for v in chunk])
+                if not mask.all():
+                    masks["loss"] = mask
+            s = steps[r][a:z]
+            batch = StepBatch("r", r, s, s.astype(np.float64), columns, masks)
+            frames.append(Frame(s, s.astype(np.float64), batch.t, batch, ctxs[r]))
+            batches.append(batch)
+            who.append(r)
+        if not who:
+            continue
+        joined = join_batches(batches)
+        frame = Frame(joined.steps, joined.steps.astype(np.float64), joined.t, joined, ctxs[0],
+                      segments=segments_of(frames))
+        failed: Dict[int, str] = {}
+        outs = program.evaluate_ranks(frame, [ctxs[r].states for r in who], failed)
+        assert not failed, failed
+        bounds = frame.segments.bounds
+        for k, r in enumerate(who):
+            out[r].append(outs[root][0][bounds[k]:bounds[k + 1]].copy())
+    return [np.concatenate(o) for o in out]
+
+
+@pytest.mark.parametrize("expr", EXPRESSIONS)
+def test_an_operator_over_many_ranks_at_once_equals_each_rank_alone(expr):
+    series = [make_series(seed=r + 10 * len(expr), n=300, sparse=r % 2 == 1) for r in range(RANKS)]
+    steps = [s for s, _ in series]
+    values = [v for _, v in series]
+    plan = polls(len(expr), 300)
+    got = run_together(expr, steps, values, plan)
+    if "rank_median" in expr:          # each rank sees the others: compare the whole run
+        return _compare_rank_median(expr, steps, values, plan, got)
+    for r in range(RANKS):
+        alone = run_expr(signal(expr), steps[r], {"loss": values[r]}, [k for p in plan for k in [p[r]] if k])
+        np.testing.assert_allclose(got[r], alone, rtol=1e-9, atol=1e-12, equal_nan=True,
+                                   err_msg=f"{expr}, rank {r}")
+
+
+def _compare_rank_median(expr, steps, values, plan, got) -> None:
+    """rank_median: each rank's row against the others' latest values, computed by hand."""
+    latest: Dict[int, float] = {}
+    pos = [0] * RANKS
+    carried = []                        # the signal: the last recorded value carried forward
+    for r in range(RANKS):
+        last, row = math.nan, []
+        for v in values[r]:
+            last = last if v is None else v
+            row.append(last)
+        carried.append(row)
+    for sizes in plan:
+        for r, k in enumerate(sizes):
+            for i in range(pos[r], pos[r] + k):
+                x = carried[r][i]
+                pool = [v for q, v in latest.items() if q != r] + [x]
+                fin = [v for v in pool if not math.isnan(v)]
+                want = float(np.median(fin)) if fin else math.nan
+                if not [q for q in latest if q != r]:
+                    want = x
+                assert got[r][i] == pytest.approx(want, nan_ok=True), (r, i)
+            if k:
+                latest[r] = carried[r][pos[r] + k - 1]
+            pos[r] += k
+
+
+def test_a_poll_of_many_ranks_raises_the_same_alerts_as_the_ranks_one_by_one():
+    rules = list(load_rules([default_rules_dir()]))
+    rng = np.random.default_rng(3)
+    alone, together = Engine(rules), Engine(rules)
+    pos = [1] * 8
+    got_alone, got_together = [], []
+    for p in range(30):
+        items = []
+        for r in range(8):
+            n = 40 if p == 0 else int(rng.choice([0, 1, 1, 2, 7]))
+            if not n:
+                continue
+            steps = np.arange(pos[r], pos[r] + n, dtype=np.int64)
+            pos[r] += n
+            loss = 3.0 / (1 + 0.01 * steps) + 0.01 * rng.random(n)
+            loss[rng.random(n) < 0.03] = np.nan if r % 2 else 50.0
+            grad = 1.0 + 0.1 * rng.random(n)
+            cols = {"loss": loss, "grad_norm": grad, "lr": np.full(n, 1e-4),
+                    "loss_scale": np.full(n, 1024.0), "overflow": np.zeros(n)}
+            events = [{"type": "run_start", "rank": r, "run": "run", "t": 0.0,
+                       "world_size": 8}] if p == 0 else []
+            items.append(("run", r, events, StepBatch("run", r, steps, 1.0 * steps, cols, {})))
+        for item in items:
+            got_alone += alone.process(*item)
+        got_together += together.process_many(items)
+
+    def key(a):
+        return (a.alert, a.rank, a.state, a.step, a.first_step)
+    assert any(a.alert == "LossNonFinite" for a in got_alone)
+    assert sorted(map(key, got_together)) == sorted(map(key, got_alone))
+    for r in range(8):
+        a, b = alone.runs["run"].ranks[r], together.runs["run"].ranks[r]
+        np.testing.assert_allclose(b.last, a.last, rtol=1e-6, equal_nan=True)
+        assert {k: s.state for k, s in a.alerts.items()} == {k: s.state for k, s in b.alerts.items()}

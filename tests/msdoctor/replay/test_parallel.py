@@ -1,0 +1,64 @@
+"""``replay --jobs N``: the rank files read by N processes give what one process gives."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from msdoctor.core import spool
+from msdoctor.core.engine.loader import default_rules_dir, load_rules
+from msdoctor.replay.driver import replay_paths
+
+from spool_factory import append_steps, rank_file, write_run
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    """5 ranks, rank 3 a straggler, NaN losses from step 500; rank 1 with a bad line, rank 2
+    ending in a partial line, rank 4 starting a second run mid-file."""
+    run_dir = tmp_path_factory.mktemp("parallel") / "run"
+    t0 = time.time() - 400      # recent: no rule judged on the wall clock (JobHung) fires
+    write_run(run_dir, run="big", ranks=range(5), steps=600, slow_rank=3, nan_at=500, t0=t0)
+    with rank_file(run_dir, 1).open("ab") as fh:
+        fh.write(b'{"v":1,"type":"step","rank":1,"step":"x"}\nnot json\n')
+    append_steps(run_dir, "big", 1, 601, 20, t=t0 + 301)
+    with rank_file(run_dir, 2).open("ab") as fh:
+        fh.write(b'{"v":1,"type":"step","rank":2,"st')
+    write_run(run_dir, run="second", ranks=[4], steps=50, world_size=5, t0=t0 + 320)
+    return run_dir
+
+
+def comparable(result: dict) -> dict:
+    summary = {k: v for k, v in result["summary"].items() if k != "seconds"}
+    return {"alerts": result["alerts"], "summary": summary, "ranks": result["ranks"],
+            "transitions": [a.to_dict() for a in result["transitions"]]}
+
+
+def test_three_jobs_give_the_alerts_errors_and_summary_of_one(tree, monkeypatch):
+    monkeypatch.setattr(spool, "READ_BYTES_PER_FILE", 16 << 10)   # many polls per file
+    rules = load_rules([str(default_rules_dir())])
+    one = replay_paths([str(tree)], rules, jobs=1)
+    three = replay_paths([str(tree)], rules, jobs=3)
+    assert comparable(three) == comparable(one)
+    fired = {a["alert"] for a in one["alerts"]}
+    assert {"LossNonFinite", "StragglerRank"} <= fired            # a cross-rank rule too
+    assert one["summary"]["spool_error_count"] == 2
+    assert any("rank-1.jsonl:" in e for e in one["summary"]["spool_errors"])
+
+
+def test_replay_jobs_on_the_command_line_prints_what_one_job_prints(tree):
+    def run(*extra: str) -> dict:
+        out = subprocess.run([sys.executable, "-m", "msdoctor", "replay", str(tree), "--json",
+                              *extra], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                             check=True).stdout
+        return json.loads(out)
+    one, four = run(), run("--jobs", "4")
+    for doc in (one, four):
+        doc["summary"].pop("seconds")
+    assert four == one and one["alerts"]
