@@ -24,33 +24,23 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-for path in (HERE, ROOT):
-    if path not in sys.path:
-        sys.path.insert(0, path)
+from replaykit import RULES_DIR, feed, firings  # noqa: E402  (sets the import path)
 
 from msdoctor.core.batch import StepBatch  # noqa: E402
 from msdoctor.core.engine import Engine, load_rules  # noqa: E402
 
 from synthetic import ANOMALIES, SPARSE, Run, anomaly_specs, clean_specs, generate, run_start  # noqa: E402
 
-RULES_DIR = os.path.join(ROOT, "rules")
 #: Seed sets: thresholds were tuned on TUNE; TEST was held out until the rules were final
 #: (tests/msdoctor/test_detection_quality.py asserts the targets on it).
 TUNE = {"clean": (101, 102, 301, 302), "anomaly": (201, 401)}
 TEST = {"clean": (501, 502), "anomaly": (601,)}
-TICK_S = 30.0
-SLAB = 256              # step numbers per engine call and rank when ranks interleave
-SOLO_SLAB = 8192        # a single-rank run has no cross-rank functions to interleave for
 
 TARGET_RECALL = 0.95
 TARGET_FALSE_PER_10K = 1.0
@@ -104,37 +94,16 @@ def batch_of(run: Run, rank: int, lo: int, hi: int) -> StepBatch:
 def replay(run: Run, engine: Engine) -> Outcome:
     """Feed ``run`` to ``engine`` as the sidecar would and collect the firing transitions."""
     outcome = Outcome(run)
-
-    def sink(alert) -> None:
-        if alert.state == "firing":
-            outcome.fired.append(Fired(alert.alert, alert.rank, alert.step, alert.t, alert.value))
-
-    engine.sinks.append(sink)
+    sink = firings(engine, lambda a: Fired(a.alert, a.rank, a.step, a.t, a.value), outcome.fired)
     started = time.perf_counter()
-    rid = run.run_id
-    for rank in run.ranks:
-        engine.process(rid, rank, [run_start(run, rank)])
-    # ranks interleaved a slab of step numbers at a time, as a live sidecar sees them (all
-    # ranks log the same steps, so a slab is the same rows on every rank)
-    rows = len(run.ranks[0]["step"])
-    slab = max(1, (SLAB if len(run.ranks) > 1 else SOLO_SLAB) // run.spec.log_every)
-    edges = sorted({*range(0, rows, slab), *(row for row, _ in run.restarts), rows})
-    restarts = dict(run.restarts)
-    for lo, hi in zip(edges[:-1], edges[1:]):
-        for rank in run.ranks:
-            if lo in restarts:                           # the process was restarted
-                engine.process(rid, rank, [run_start(run, rank, restarts[lo])])
-            engine.process(rid, rank, (), batch_of(run, rank, lo, hi))
-        engine.on_tick(max(float(cols["t"][hi - 1]) for cols in run.ranks.values()))
     last_t = max(float(c["t"][-1]) for c in run.ranks.values())
     beats = run.heartbeats[0]
-    for now in beats[beats > last_t]:                 # the process is alive, no more steps
-        engine.on_tick(float(now))
-    if run.end_t is not None:
-        for rank in run.ranks:
-            engine.process(rid, rank, [{"v": 1, "type": "run_end", "rank": rank, "run": rid,
-                                        "t": run.end_t, "status": "completed"}])
-        engine.on_tick(run.end_t + TICK_S)
+    feed(engine, run.run_id, list(run.ranks), len(run.ranks[0]["step"]), run.spec.log_every,
+         dict(run.restarts),
+         lambda rank, t: run_start(run, rank) if t is None else run_start(run, rank, t),
+         lambda rank, lo, hi: batch_of(run, rank, lo, hi),
+         lambda hi: max(float(cols["t"][hi - 1]) for cols in run.ranks.values()),
+         beats[beats > last_t], run.end_t)
     outcome.seconds = time.perf_counter() - started
     engine.sinks.remove(sink)
     return outcome

@@ -34,22 +34,13 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-for _path in (HERE, ROOT):
-    if _path not in sys.path:
-        sys.path.insert(0, _path)
-
 from faults2 import KINDS, faulty_suite, healthy_suite  # noqa: E402
 from generator2 import Run, Table  # noqa: E402
+from replaykit import RULES_DIR, feed, firings  # noqa: E402  (sets the import path)
 
 from msdoctor.core.batch import assemble  # noqa: E402
 from msdoctor.core.engine import Engine, load_rules  # noqa: E402
 
-RULES_DIR = os.path.join(ROOT, "rules")
-TICK_S = 30.0
-SLAB, SOLO_SLAB = 256, 8192
 TARGET_RECALL, TARGET_ON_TIME, TARGET_FALSE_PER_10K = 0.9, 0.9, 1.0
 HEALTHY_SEEDS, FAULT_SEED = (11, 12, 13, 14), 21
 
@@ -90,35 +81,15 @@ def _start(run: Run, rank: int, t: float) -> Dict:
 def replay(run: Run, engine: Engine) -> Outcome:
     """Feed ``run`` to ``engine`` as the sidecar would; collect the firing transitions."""
     outcome = Outcome(run)
-
-    def sink(alert) -> None:
-        if alert.state == "firing":
-            outcome.fired.append(Fired(alert.alert, alert.severity, alert.rank, alert.step,
-                                       alert.t))
-
-    engine.sinks.append(sink)
+    sink = firings(engine, lambda a: Fired(a.alert, a.severity, a.rank, a.step, a.t),
+                   outcome.fired)
     started = time.perf_counter()
     first_t = min(float(t.t[0]) for t in run.ranks.values()) - 5.0
-    for rank in run.ranks:
-        engine.process(run.run_id, rank, [_start(run, rank, first_t)])
-    rows = len(run.ranks[0])
-    slab = max(1, (SLAB if len(run.ranks) > 1 else SOLO_SLAB) // run.shape.every)
-    restarts = dict(run.restarts)
-    edges = sorted({*range(0, rows, slab), *restarts, rows})
-    for lo, hi in zip(edges[:-1], edges[1:]):
-        for rank in run.ranks:
-            if lo in restarts:
-                engine.process(run.run_id, rank, [_start(run, rank, restarts[lo])])
-            engine.process(run.run_id, rank, (), batch_of(run, rank, lo, hi))
-        engine.on_tick(max(float(t.t[hi - 1]) for t in run.ranks.values()))
-    for now in run.heartbeats:
-        engine.on_tick(float(now))
-    if run.end_t is not None:
-        for rank in run.ranks:
-            engine.process(run.run_id, rank, [{"v": 1, "type": "run_end", "rank": rank,
-                                               "run": run.run_id, "t": run.end_t,
-                                               "status": "completed"}])
-        engine.on_tick(run.end_t + TICK_S)
+    feed(engine, run.run_id, list(run.ranks), len(run.ranks[0]), run.shape.every,
+         dict(run.restarts), lambda rank, t: _start(run, rank, first_t if t is None else t),
+         lambda rank, lo, hi: batch_of(run, rank, lo, hi),
+         lambda hi: max(float(t.t[hi - 1]) for t in run.ranks.values()),
+         run.heartbeats, run.end_t)
     outcome.seconds = time.perf_counter() - started
     engine.sinks.remove(sink)
     return outcome

@@ -202,38 +202,50 @@ def _segmented(frame: Frame, args: List[Out], states: List[Dict[str, Any]], n: i
     return K, V, start, anchors, inverse, lo, hi, owner
 
 
-class Median(WindowNode):
-    """Median of the last n steps (or of the last m points, when those are more)."""
+class OrderStatistic(WindowNode):
+    """An order statistic of the window ``(step - n, step]`` (or of its last m points, when
+    those are more): :meth:`pick` of the sorted anchor windows; a constant window is its value."""
 
-    name = "median"
+    def least(self) -> int:
+        return min_points(self)
+
+    def pick(self, matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _windows(self, frame: Frame, V: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                 anchors: np.ndarray, inverse: np.ndarray, least: int) -> np.ndarray:
+        value = constant(V, lo, hi)
+        if value is None:
+            key = ("windows", self.children[0].key, self.n_steps, least)
+            return self.pick(*anchor_windows(frame, key, V, lo, hi, anchors))[inverse]
+        return np.where(hi > lo, value, np.nan)[inverse]   # e.g. tokens per step
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        n, m = self.n_steps, min_points(self)
+        n, least = self.n_steps, self.least()
         s = stride(n)
         S, V, _ = gather(frame, args[0], state)
         anchors, inverse = _anchored(frame.steps, s, before=False)
-        lo, hi = window_bounds(S, anchors, n, m)
-        value = constant(V, lo, hi)
-        if value is None:
-            key = ("windows", self.children[0].key, n, m)
-            out = anchor_windows(frame, key, V, lo, hi, anchors)[2][inverse]
-        else:                               # e.g. tokens per step: no windows to gather
-            out = np.where(hi > lo, (value + value) / 2.0, np.nan)[inverse]
-        keep(state, S, V, frame, n + s, extra_before=m)
+        lo, hi = window_bounds(S, anchors, n, least)
+        out = self._windows(frame, V, lo, hi, anchors, inverse, least)
+        keep(state, S, V, frame, n + s, extra_before=least)
         return out, args[0][1]
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
         from msdoctor.core.engine.segments import keep_segments
-        n, m = self.n_steps, min_points(self)
-        K, V, start, anchors, inverse, lo, hi, _ = _segmented(frame, args, states, n, m)
-        value = constant(V, lo, hi)
-        if value is None:
-            key = ("windows", self.children[0].key, n, m)
-            out = anchor_windows(frame, key, V, lo, hi, anchors)[2][inverse]
-        else:
-            out = np.where(hi > lo, (value + value) / 2.0, np.nan)[inverse]
-        keep_segments(states, K, V, frame, start, n + stride(n), extra_before=m)
+        n, least = self.n_steps, self.least()
+        K, V, start, anchors, inverse, lo, hi, _ = _segmented(frame, args, states, n, least)
+        out = self._windows(frame, V, lo, hi, anchors, inverse, least)
+        keep_segments(states, K, V, frame, start, n + stride(n), extra_before=least)
         return out, args[0][1]
+
+
+class Median(OrderStatistic):
+    """Median of the last n steps (or of the last m points, when those are more)."""
+
+    name = "median"
+
+    def pick(self, matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
+        return med
 
 
 def row_quantile(matrix: np.ndarray, cnt: np.ndarray, q: float) -> np.ndarray:
@@ -249,40 +261,16 @@ def row_quantile(matrix: np.ndarray, cnt: np.ndarray, q: float) -> np.ndarray:
     return out
 
 
-class Quantile(WindowNode):
+class Quantile(OrderStatistic):
     """``quantile(x, n, q[, m])``: the q-quantile of the window of ``median(x, n[, m])``."""
 
     name = "quantile"
 
-    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        n, q, least = self.n_steps, float(self.params[1]), min_points(self, 2)
-        s = stride(n)
-        S, V, _ = gather(frame, args[0], state)
-        anchors, inverse = _anchored(frame.steps, s, before=False)
-        lo, hi = window_bounds(S, anchors, n, least)
-        value = constant(V, lo, hi)
-        if value is None:
-            key = ("windows", self.children[0].key, n, least)
-            matrix, cnt, _ = anchor_windows(frame, key, V, lo, hi, anchors)
-            out = row_quantile(matrix, cnt, q)[inverse]
-        else:
-            out = np.where(hi > lo, value, np.nan)[inverse]
-        keep(state, S, V, frame, n + s, extra_before=least)
-        return out, args[0][1]
+    def least(self) -> int:
+        return min_points(self, 2)
 
-    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
-        from msdoctor.core.engine.segments import keep_segments
-        n, q, least = self.n_steps, float(self.params[1]), min_points(self, 2)
-        K, V, start, anchors, inverse, lo, hi, _ = _segmented(frame, args, states, n, least)
-        value = constant(V, lo, hi)
-        if value is None:
-            key = ("windows", self.children[0].key, n, least)
-            matrix, cnt, _ = anchor_windows(frame, key, V, lo, hi, anchors)
-            out = row_quantile(matrix, cnt, q)[inverse]
-        else:
-            out = np.where(hi > lo, value, np.nan)[inverse]
-        keep_segments(states, K, V, frame, start, n + stride(n), extra_before=least)
-        return out, args[0][1]
+    def pick(self, matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
+        return row_quantile(matrix, cnt, float(self.params[1]))
 
 
 class RobustZ(WindowNode):

@@ -14,6 +14,10 @@ _REF = re.compile(r"\$(value|step|first_step|run|checkpoint|labels\.([A-Za-z_][A
                   r"|values\.([A-Za-z_][A-Za-z0-9_]*))\Z")
 _PRINTF = re.compile(r'printf\s+"(%(?:\.\d{1,2})?[gfe]|%d|%s)"\Z')
 FILTERS = ("humanize", "humanizeDuration", "humanizePercentage")
+#: What a humanized reference says when its value is NaN (its signal was not recorded); the
+#: unit glued to the reference in the text (``{{ $values.host | humanize }}B``) is dropped.
+MISSING = "not recorded"
+_UNIT = re.compile(r"[A-Za-z%]+")
 FORMS = ('{{ $value }}, {{ $step }}, {{ $first_step }}, {{ $run }}, {{ $checkpoint }}, '
          '{{ $labels.NAME }}, '
          '{{ $values.NAME }}, optionally with | printf "%.3g", | humanize, | humanizeDuration '
@@ -46,14 +50,19 @@ class Template:
 
     def render(self, scope: Dict[str, Any]) -> str:
         """``scope``: value, step, first_step, run, checkpoint (text), labels (dict), values (dict)."""
-        out = []
+        out: List[str] = []
+        missing = False
         for part in self.parts:
             if isinstance(part, str):
-                out.append(part)
+                unit = _UNIT.match(part) if missing else None
+                out.append(part[unit.end():] if unit else part)
+                missing = False
                 continue
             head, _, name = part.ref.partition(".")
             value = scope.get(head) if not name else (scope.get(head) or {}).get(name)
-            out.append(_format(value, part))
+            text = _format(value, part)
+            missing = text is MISSING
+            out.append(text)
         return "".join(out)
 
 
@@ -103,6 +112,8 @@ def _format(value: Any, ref: Ref) -> str:
     if isinstance(value, bool):
         value = int(value)
     x = float(value)
+    if ref.filter and math.isnan(x):
+        return MISSING
     if ref.filter == "humanize":
         return humanize(x)
     if ref.filter == "humanizeDuration":

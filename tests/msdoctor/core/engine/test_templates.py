@@ -30,6 +30,14 @@ def test_non_finite_values_render_as_nan_and_inf():
     assert parse_template('{{ $value | printf "%.3g" }}').render({"value": -math.inf}) == "-inf"
 
 
+def test_a_humanized_value_that_was_not_recorded_says_so_without_its_unit():
+    text = "host {{ $values.host | humanize }}B, device {{ $values.device | humanize }}B."
+    rendered = parse_template(text).render({"values": {"host": math.nan, "device": 2.5e9}})
+    assert rendered == "host not recorded, device 2.5GB."
+    assert parse_template("{{ $value | humanizePercentage }} of it").render(
+        {"value": math.nan}) == "not recorded of it"
+
+
 @pytest.mark.parametrize("text,message", [
     ("{{ $foo }}", "unknown template reference '$foo'"),
     ("{{ .Value }}", "unknown template reference"),
