@@ -132,14 +132,18 @@ class WindowNode(Node):
         return {"s": _EMPTY_I, "v": _EMPTY_F, "first": math.nan}
 
 
-class Aggregate(WindowNode):
-    """``mean sum count std`` over the last n steps."""
+class LastN(WindowNode):
+    """A window function computed by :meth:`reduce` over ``V[lo:hi]`` per row, rank by rank
+    or over a many-rank frame alike."""
+
+    def reduce(self, V: np.ndarray, lo: np.ndarray, hi: np.ndarray, ref: Any) -> np.ndarray:
+        raise NotImplementedError
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
         n = self.n_steps
         S, V, hi = gather(frame, args[0], state)
         lo = search_right(S, frame.steps - n)
-        out = self.aggregate(V, lo, hi, V[0] if V.shape[0] else 0.0)
+        out = self.reduce(V, lo, hi, V[0] if V.shape[0] else 0.0)
         keep(state, S, V, frame, n)
         return out, args[0][1]
 
@@ -148,11 +152,15 @@ class Aggregate(WindowNode):
         n = self.n_steps
         K, V, hi, start = gather_segments(frame, args[0], states)
         lo = np.searchsorted(K, frame.segments.keys - n, side="right")
-        out = self.aggregate(V, lo, hi, segment_refs(V, start))
+        out = self.reduce(V, lo, hi, segment_refs(V, start))
         keep_segments(states, K, V, frame, start, n)
         return out, args[0][1]
 
-    def aggregate(self, V: np.ndarray, lo: np.ndarray, hi: np.ndarray, ref: Any) -> np.ndarray:
+
+class Aggregate(LastN):
+    """``mean sum count std`` over the last n steps."""
+
+    def reduce(self, V: np.ndarray, lo: np.ndarray, hi: np.ndarray, ref: Any) -> np.ndarray:
         """The function over ``V[lo:hi]`` per row; values are centred on ``ref`` (a scalar,
         or one value per point) to keep the cumulative sums precise."""
         cnt = (hi - lo).astype(np.float64)
@@ -200,25 +208,11 @@ def range_extreme(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, fn: np.ufunc) -
     return out
 
 
-class MinMax(WindowNode):
+class MinMax(LastN):
     """``min max`` over the last n steps."""
 
-    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        n = self.n_steps
-        S, V, hi = gather(frame, args[0], state)
-        lo = search_right(S, frame.steps - n)
-        out = range_extreme(V, lo, hi, np.maximum if self.name == "max" else np.minimum)
-        keep(state, S, V, frame, n)
-        return out, args[0][1]
-
-    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
-        from msdoctor.core.engine.segments import gather_segments, keep_segments
-        n = self.n_steps
-        K, V, hi, start = gather_segments(frame, args[0], states)
-        lo = np.searchsorted(K, frame.segments.keys - n, side="right")
-        out = range_extreme(V, lo, hi, np.maximum if self.name == "max" else np.minimum)
-        keep_segments(states, K, V, frame, start, n)
-        return out, args[0][1]
+    def reduce(self, V: np.ndarray, lo: np.ndarray, hi: np.ndarray, ref: Any) -> np.ndarray:
+        return range_extreme(V, lo, hi, np.maximum if self.name == "max" else np.minimum)
 
 
 class Delta(WindowNode):
