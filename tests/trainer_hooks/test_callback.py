@@ -152,7 +152,8 @@ def test_an_unwritable_run_dir_warns_once_and_training_completes(plain_toy, tmp_
         warnings.simplefilter("always")
         summary = toy.train(str(blocker / "run"), 12, toy=plain_toy)
     emitter = summary["callback"].emitter
-    assert emitter.written == 0 and emitter.dropped == emitter.emitted == 14
+    # 12 steps, run_start and run_end at least (a sampled ``layers`` event may come too): all dropped
+    assert emitter.written == 0 and emitter.dropped == emitter.emitted >= 14
     found = [r for r in records if issubclass(r.category, HookWarning)]
     assert len(found) == 1 and "cannot open" in str(found[0].message)
 

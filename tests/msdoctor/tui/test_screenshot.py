@@ -8,14 +8,15 @@ from msdoctor.tui.source import EmbeddedSource, FixedSource
 
 from fixed_data import snapshot
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(180)
 
 
 async def take_screenshot(app, pilot) -> None:
     """Run the palette's own "Screenshot" command (Textual's entry, our delivery)."""
     command = next(c for c in app.get_system_commands(app.screen) if c.title == "Screenshot")
     command.callback()
-    for _ in range(50):                     # the palette delivers it from a 0.1 s timer
+    for _ in range(600):                    # the palette delivers it from a 0.1 s timer; a busy
+                                            # machine may take far longer (liveness only)
         await pilot.pause(0.1)
         if app.last_screenshot:
             return
