@@ -283,6 +283,8 @@ class Engine:
         return out
 
     def _tick_rank(self, ctx: RankContext, now: float) -> List[Alert]:
+        if run_over(ctx.run):           # its alerts ended with it; the clock raises no new ones
+            return []
         out = self._tick_rules_of(ctx, now) if self._tick_rules else []
         if note_gone(ctx, now) and run_over(ctx.run):   # after its rules: it was judged alive
             out.extend(end_run(self, ctx.run, now))
