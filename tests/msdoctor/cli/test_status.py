@@ -116,8 +116,11 @@ def test_status_watch_prints_again_as_the_spool_grows(tmp_path):
 
     run_dir = tmp_path / "run"
     write_spool(run_dir)
+    # Ctrl-C as at a terminal: a suite started in the background (``cmd &``) ignores SIGINT,
+    # and a child inherits that unless it is reset
     proc = subprocess.Popen([sys.executable, "-m", "msdoctor", "status", str(run_dir), "--watch",
-                             "-n", "0.2"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+                             "-n", "0.2"], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         seen = []
         for line in proc.stdout:                    # the first reading: rank 0 at step 20
