@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
-from prometheus_client.utils import floatToGoString
 
 from msdoctor.exporter.collector import Family, LabelValues
 
@@ -28,21 +27,25 @@ def _escape_help(text: str) -> str:
     return text.replace("\\", r"\\").replace("\n", r"\n")
 
 
-def _go_float(value: float) -> str:
-    return floatToGoString(value)
-
-
 def format_values(values: Sequence[float]) -> List[str]:
-    """Format floats as Go's strconv does (what Prometheus clients print)."""
-    floats = np.asarray(values, dtype=np.float64)
+    """Format floats as Go's strconv does (what Prometheus clients print): Python's shortest
+    ``repr``, with the few values Go prints otherwise (NaN, +-Inf, positive magnitudes of 1e6
+    and more) rewritten as ``prometheus_client.utils.floatToGoString`` does."""
+    floats = np.fromiter(values, dtype=np.float64, count=len(values))
     out = list(map(repr, floats.tolist()))
     with np.errstate(invalid="ignore"):
         odd = np.flatnonzero(~(np.abs(floats) < 1e6))    # NaN, +-Inf and large magnitudes
-    if odd.shape[0]:
-        fixed = list(map(_go_float, floats[odd].tolist()))
-        for i, text in zip(odd.tolist(), fixed):
-            out[i] = text
+    for i in odd.tolist():
+        text = out[i]
+        dot = text.find(".")
+        if dot > 6 and text[0] != "-":
+            out[i] = f"{text[0]}.{text[1:dot]}{text[dot + 1:]}".rstrip("0.") + f"e+{dot - 1:02d}"
+        elif text in _SPECIAL:
+            out[i] = _SPECIAL[text]
     return out
+
+
+_SPECIAL = {"inf": "+Inf", "-inf": "-Inf", "nan": "NaN"}
 
 
 class LabelCache:

@@ -6,6 +6,7 @@ import math
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -97,6 +98,15 @@ def test_values_are_formatted_as_go_prints_them():
     assert format_values([1.5, 3e10, float("nan"), float("inf"), -float("inf"), 0.0, 1234567.0,
                           -2e7]) == ["1.5", "3e+10", "NaN", "+Inf", "-Inf", "0.0",
                                      "1.234567e+06", "-20000000.0"]
+
+
+def test_values_of_every_magnitude_are_formatted_as_prometheus_client_formats_them():
+    from prometheus_client.utils import floatToGoString
+
+    rng = np.random.default_rng(7)
+    values = [float(v) for v in rng.standard_normal(4000) * 10.0 ** rng.integers(-12, 24, 4000)]
+    values += [1e6, 999999.9999, 1e16, 1e22, 123456789.0, 20, -1e6, 5e-324, 1.7976931348623157e308]
+    assert format_values(values) == [floatToGoString(v) for v in values]
 
 
 def test_every_family_in_the_name_table_is_exposed_with_help_and_type(sidecar):
