@@ -58,10 +58,16 @@ class Serve:
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 60.0, every: float = 0.05) -> bool:
+    """Whether ``predicate`` comes true within ``timeout``; a predicate that cannot be judged yet
+    (an ``OSError``: the server not listening, or a 404 before it has read the run) is not yet
+    true."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if predicate():
-            return True
+        try:
+            if predicate():
+                return True
+        except OSError:
+            pass
         time.sleep(every)
     return False
 
