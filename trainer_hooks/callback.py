@@ -11,7 +11,8 @@ real optimizer step, also across epochs and in sink mode, where one callback
 covers ``delta`` steps and per-step figures are divided by ``delta``);
 ``step_time_s`` runs from the previous step's end to this step's end (the first
 step: from its begin); ``data_wait_s`` from the previous step's end to this
-step's begin; ``tokens`` are this device's tokens per optimizer step:
+step's begin, less checkpoint saves and evaluation passes (``eval_s``: the time between
+``on_eval_begin`` and ``on_eval_end`` since the previous step's end); ``tokens`` are this device's tokens per optimizer step:
 ``tokens_per_step`` if given, else ``batch * seq`` of the first input column
 (2-D integer token ids), multiplied by ``grad_accum`` only when
 ``micro_batch_inputs=True`` (each cell call sees one micro-batch; MindFormers'
@@ -42,7 +43,7 @@ from typing import Any, Dict, Mapping, Optional
 
 from mindspore.train import Callback
 
-from trainer_hooks import capacity, env, preflight
+from trainer_hooks import capacity, env, preflight, rotation
 from trainer_hooks.emitter import Emitter
 from trainer_hooks.guard import Guard
 from trainer_hooks.layers import LayerReader
@@ -110,6 +111,8 @@ class DoctorCallback(Callback):
         self._t_prev_end = self._t_begin = time.perf_counter()
         self._t_train_begin = self._t_end_wall = time.time()
         self._ckpt_pause = 0.0
+        self._eval_s = self._eval_wait = 0.0     # evaluation since the last step end; before its begin
+        self._eval_t: Optional[float] = None
         self._sampler: Optional[UpdateSampler] = None
         self._layers: Optional[LayerReader] = None
         self._lr = None
@@ -175,9 +178,21 @@ class DoctorCallback(Callback):
         except Exception as exc:  # noqa: BLE001 - never raise into training
             self._failed("train_begin", exc)
 
+    def on_eval_begin(self, run_context: Any) -> None:
+        """An evaluation pass begins (``Model.eval`` and ``Model.fit`` call this; MindFormers'
+        ``EvalCallBack`` through :mod:`trainer_hooks.mindformers`)."""
+        self._eval_t = time.perf_counter()
+
+    def on_eval_end(self, run_context: Any) -> None:
+        """Its time goes into the next step event's ``eval_s``, not into its data wait."""
+        if self._eval_t is not None:
+            self._eval_s += time.perf_counter() - self._eval_t
+            self._eval_t = None
+
     def on_train_step_begin(self, run_context: Any) -> None:
         """Mark the step's begin (the data wait ends here); run_start before step 1; checkpoints."""
         self._t_begin = time.perf_counter()
+        self._eval_wait = self._eval_s
         if self.disabled:
             return
         try:
@@ -254,6 +269,7 @@ class DoctorCallback(Callback):
                                 if hasattr(c, "latest_ckpt_file_name")]
         for c in self._ckpt_callbacks:        # a save of an earlier Model.train is not new
             self._ckpt_seen[id(c)] = getattr(c, "latest_ckpt_file_name", "") or ""
+            rotation.hold(c, self.run_dir, self.guard)     # protect.json holds against rotation
         try:
             info = os.stat(self._stop_path)
             self._stale_stop = (info.st_mtime_ns, info.st_ino)
@@ -313,8 +329,10 @@ class DoctorCallback(Callback):
             self._first = False
         else:
             event["step_time_s"] = (now - self._t_prev_end) / delta
-            wait = self._t_begin - self._t_prev_end - self._ckpt_pause
+            wait = self._t_begin - self._t_prev_end - self._ckpt_pause - self._eval_wait
             event["data_wait_s"] = max(0.0, wait) / delta
+        if self._eval_s:
+            event["eval_s"] = self._eval_s / delta
         outputs = cb.get("net_outputs")
         decode_outputs(outputs, event)
         if self._layers is not None:   # before its step event: the sidecar reads them together
@@ -351,7 +369,7 @@ class DoctorCallback(Callback):
         self._emit(event)
         self._check_stop(run_context, step)
         self._t_prev_end = now  # the hook's own cost counts as wait before the next step
-        self._ckpt_pause = 0.0
+        self._ckpt_pause = self._eval_s = self._eval_wait = 0.0
         self._t_end_wall = time.time()
 
     def _check_checkpoints(self) -> None:

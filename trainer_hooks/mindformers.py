@@ -26,7 +26,9 @@ does (divided by ``gradient_accumulation_steps`` and, with pipeline stages, by
 (loss-scale window, clipping, accumulation, parallel layout, sequence length, vocabulary
 size: :mod:`trainer_hooks.mindformers_job`) goes into ``run_start.config`` unless the YAML
 says otherwise. On a CPU it puts in place MindFormers' missing overflow check
-(:func:`~trainer_hooks.mindformers_job.patch_overflow_check_on_cpu`).
+(:func:`~trainer_hooks.mindformers_job.patch_overflow_check_on_cpu`). With ``do_eval`` it times
+MindFormers' ``EvalCallBack`` passes (the steps' ``eval_s``); with ``protect.json`` it keeps
+``CheckpointMonitor``'s rotation off the protected checkpoints (:mod:`trainer_hooks.rotation`).
 """
 from __future__ import annotations
 
@@ -104,6 +106,31 @@ class MsDoctorMonitor(DoctorCallback):
             self._loss_divisor = self._divisor()
         except Exception as exc:  # noqa: BLE001 - never raise into training
             self._failed("job_config", exc)
+        try:
+            self._time_evaluations(run_context.original_args())
+        except Exception as exc:  # noqa: BLE001
+            self._failed("eval_timing", exc)
+
+    def _time_evaluations(self, cb: Any) -> None:
+        """Time the evaluations of MindFormers' ``EvalCallBack`` (``do_eval``): its
+        ``_execute_eval`` calls ``eval_func`` between two steps; wrapped, its time is the
+        next step's ``eval_s``."""
+        for callback in cb.get("list_callback") or []:
+            func = getattr(callback, "eval_func", None)
+            if (callable(func) and hasattr(callback, "_execute_eval")
+                    and not getattr(func, "msdoctor_timed", False)):
+                callback.eval_func = self._timed(func)
+
+    def _timed(self, func: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            self.on_eval_begin(None)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                self.on_eval_end(None)
+
+        timed.msdoctor_timed = True          # type: ignore[attr-defined]
+        return timed
 
     def _read_job(self, cb: Any) -> None:
         """What the job says, under what the YAML says (the YAML's keys win)."""

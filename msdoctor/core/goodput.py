@@ -13,8 +13,7 @@ Judged per run from one rank's events (the lowest rank seen), in the trainer's c
 - ``downtime``: between the newest event of one process and the next ``run_start``;
 - ``redone``: after a resume at step S below the furthest step reached (a rollback, a crash and
   restart), the productive time the first pass spent on steps after S;
-- ``evaluation``: step events' ``eval_s`` when a producer records it (none of msdoctor's hooks
-  measure evaluation yet);
+- ``evaluation``: step events' ``eval_s`` (the hooks time evaluation passes between steps);
 - ``other``: what is left (hook and framework time between steps).
 
 ``productive`` is the rest of the steps' time; ``ratio = productive / wall``. Every cause but

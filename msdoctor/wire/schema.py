@@ -54,7 +54,7 @@ _COMMON = {"v": (INT, True), "type": (STR, True), "rank": (INT, True),
 STEP_SIGNALS: Tuple[str, ...] = (
     "loss", "grad_norm", "loss_scale", "lr", "tokens", "step_time_s", "data_wait_s",
     "update_ratio", "mem_device_bytes", "mem_device_peak_bytes", "mem_host_rss_bytes",
-    "micro_steps", "layers_still",
+    "micro_steps", "layers_still", "eval_s",
 )
 
 FIELDS: Dict[str, Dict[str, Tuple[str, bool]]] = {

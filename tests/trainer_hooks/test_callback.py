@@ -222,3 +222,22 @@ def test_a_missing_run_dir_is_refused_at_construction_with_the_expected_form():
 
     with pytest.raises(TypeError, match=r"run_dir must be a directory path \(str or os.PathLike\), got None"):
         DoctorCallback(None)
+
+
+def test_an_evaluation_between_steps_is_the_next_steps_eval_s_not_its_data_wait(plain_toy, tmp_path):
+    import time
+
+    from trainer_hooks.callback import DoctorCallback
+
+    def evaluate(run_context):         # what Model.eval / Model.fit call around a pass
+        (doctor,) = [c for c in run_context.original_args().list_callback
+                     if isinstance(c, DoctorCallback)]
+        doctor.on_eval_begin(run_context)
+        time.sleep(0.3)
+        doctor.on_eval_end(run_context)
+
+    toy.train(str(tmp_path), 10, toy=plain_toy, callbacks=[AtStep(5, evaluate)])
+    steps = steps_of(events_of(tmp_path))
+    assert [e["step"] for e in steps if "eval_s" in e] == [6]
+    six = steps[5]
+    assert six["eval_s"] >= 0.3 and six["data_wait_s"] < 0.3 <= six["step_time_s"]

@@ -66,7 +66,8 @@ def save(cell, run_dir: Path, rank: int, step: int, data_offset: int, keep: int,
 
 def restore(cell, run_dir: Path, rank: int, path: Optional[str] = None) -> Optional[Restored]:
     """Load ``path``, else the newest checkpoint of ``rank``, into ``cell``; None when there is
-    none."""
+    none. The LR schedule's ``lr_scale`` is not loaded: the factor ``lr.json`` sets stays in
+    force whichever checkpoint the run goes back to."""
     import mindspore as ms
 
     files = [Path(path)] if path else saved(run_dir, rank)
@@ -77,8 +78,11 @@ def restore(cell, run_dir: Path, rank: int, path: Optional[str] = None) -> Optio
     offset = int(params.pop("data_offset").asnumpy())
     for name in [n for n in params if n.startswith("doctor_")]:   # probes and fault switches
         params.pop(name)
+    for name in [n for n in params if n.endswith("lr_scale")]:
+        params.pop(name)       # the LR factor in force (lr.json) outlives a rollback or a resume
     missing, _ = ms.load_param_into_net(cell, params, strict_load=True)
-    trainable_missing = [name for name in missing if not name.startswith(("accum", "doctor_"))]
+    trainable_missing = [name for name in missing
+                         if not name.startswith(("accum", "doctor_")) and not name.endswith("lr_scale")]
     if trainable_missing:
         raise RuntimeError(f"checkpoint {files[-1]} lacks {len(trainable_missing)} parameters of this "
                            f"model (e.g. {trainable_missing[:3]}): was it written by another preset?")
@@ -109,7 +113,7 @@ def load_weights(network, path: str, skip_block: Optional[int] = None) -> int:
 
 
 def make_callback(cell, run_dir: Path, rank: int, every: int, keep: int, samples_per_step: int,
-                  last_step: int, protected: Iterable[str] = ()):
+                  last_step: int, protected: Iterable[str] = (), note=None):
     """A callback saving every ``every`` steps and at ``last_step``, exposing ``latest_ckpt_file_name``."""
     from mindspore.train import Callback
 
@@ -129,5 +133,7 @@ def make_callback(cell, run_dir: Path, rank: int, every: int, keep: int, samples
                 path = save(cell, run_dir, rank, step, step * samples_per_step, keep, protected)
                 self.latest_ckpt_save_s = time.perf_counter() - began
                 self.latest_ckpt_file_name = str(path)
+                if note is not None:
+                    note("save", step=step, s=self.latest_ckpt_save_s)
 
     return CheckpointSaver()

@@ -1,7 +1,8 @@
 """The bundled trainer's side of the sidecar's rule actions: ``<run_dir>/control/*.json``.
 
 - ``skip.json``: data batches to skip, from the next batch the loader reads and on resume;
-- ``lr.json``: a factor on the learning rate (deleting the file brings it back to 1);
+- ``lr.json``: a factor on the learning rate (deleting the file brings it back to 1); it stays
+  in force over a rollback and a ``--resume`` (checkpoints do not carry it);
 - ``rollback.json``: stop after this step, load the checkpoint it names, skip the batches from
   the one after that checkpoint to the one read last plus ``margin``, and go on (renamed to
   ``rollback.done.json`` once done, so it is done once);
@@ -227,14 +228,23 @@ def make_callback(control: Control, schedule):
             self.factor = 1.0
             self.stopped_at: Optional[int] = None
 
+        def on_train_begin(self, run_context) -> None:
+            try:                    # on --resume: the factor lr.json holds, from the first step
+                self._apply_lr()
+            except Exception as exc:  # noqa: BLE001 - never raise into training
+                control.guard.report("callback", f"control failed: {type(exc).__name__}: {exc}")
+
+        def _apply_lr(self) -> None:
+            if control.lr_factor != self.factor:
+                base = float(schedule.scale.asnumpy()) / self.factor
+                self.factor = control.lr_factor
+                schedule.scale.set_data(Tensor(base * self.factor, schedule.scale.dtype))
+
         def on_train_step_end(self, run_context) -> None:
             step = int(run_context.original_args().cur_step_num)
             try:
                 control.poll(step)
-                if control.lr_factor != self.factor:
-                    base = float(schedule.scale.asnumpy()) / self.factor
-                    self.factor = control.lr_factor
-                    schedule.scale.set_data(Tensor(base * self.factor, schedule.scale.dtype))
+                self._apply_lr()
                 if control.rollback is not None and self.stopped_at is None:
                     self.stopped_at = step
                     run_context.request_stop()

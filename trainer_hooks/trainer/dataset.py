@@ -23,7 +23,8 @@ class WindowSource:
     def __init__(self, ids: np.ndarray, seq_length: int, samples_per_step: int, start_step: int,
                  steps: int, seed: int, rank: int = 0, world: int = 1,
                  corrupt: Optional[Corruptor] = None,
-                 batch_of: Optional[Callable[[int], int]] = None) -> None:
+                 batch_of: Optional[Callable[[int], int]] = None,
+                 slow=None) -> None:
         self.ids, self.seq_length = ids, seq_length
         self.window = seq_length + 1
         self.n_windows = (len(ids) - 1) // seq_length
@@ -34,6 +35,8 @@ class WindowSource:
         self.corrupt = corrupt
         #: step -> the data batch it reads (skipped batches left out); identity by default
         self.batch_of = batch_of or (lambda step: step)
+        #: a slow-data window (``injection.SlowWindow``): ``slow.wait(step)`` per batch
+        self.slow = slow
         self._cached = (-1, np.empty(0, dtype=np.int64))   # (epoch, permutation), swapped atomically
 
     def __len__(self) -> int:
@@ -58,6 +61,8 @@ class WindowSource:
         local_step, within = divmod(int(index), self.samples_per_step)
         step = self.start_step + local_step + 1           # 1-based optimizer step this sample feeds
         batch = self.batch_of(step)
+        if self.slow is not None and within == 0:
+            self.slow.wait(step)
         if self.corrupt is not None:
             bad = self.corrupt(batch, within)
             if bad is not None:

@@ -11,6 +11,10 @@ training run, so the signals the hooks record are what the fault really does:
 - ``slow-data@MS``: the loader sleeps per batch (one worker) MS ms, and at least
   ``SLOW_DATA_FACTOR`` times the step's compute time measured in this run, so the step waits for
   data however loaded the machine is (a loader merely as slow as the compute keeps up).
+  ``slow-data@MS:FROM-TO``: a window, as storage that turns slow for a while: the batch of each
+  step FROM..TO cannot be read before the training has finished the step before it, then
+  takes MS ms (so read-ahead cannot hide it: each of those steps waits about MS ms); the steps
+  before and after read data at full speed.
 - ``lr-high``: the peak learning rate is 30x the preset's: the optimizer turns unstable, the
   gradient norm spikes again and again (GradNormSpikesRecurring) and the loss ends ~20 % above a
   clean run's. On the 1M-parameter presets the loss does not oscillate: AdamW with clipping
@@ -23,6 +27,8 @@ training run, so the signals the hooks record are what the fault really does:
 - ``leak[@MB]``: every step keeps another MB (default 4) of host memory alive.
 - ``hang@S``: step S blocks (process alive, heartbeats go on) until the stop file appears
   or ``--hang-timeout`` seconds pass.
+- ``crash@S``: step S ends in an exception (as a device or communication error would):
+  ``Model.train`` unwinds, the process exits with an error; ``--resume`` continues the run.
 - ``accum-mismatch``: gradient accumulation done per call of the train cell (one micro-batch
   each), so the logged step counts micro-batches, not optimizer updates.
 - ``grad-layer@S:L``: at step S decoder block L's gradients are multiplied by 1000 (before the
@@ -53,7 +59,8 @@ from trainer_hooks.wire import STOP_FILE
 
 FORMS = ("nan@STEP", "spike@STEP", "periodic@K", "stall@STEP", "slow-data@MS", "lr-high",
          "loss-scale-low", "leak[@MB]", "hang@STEP", "accum-mismatch", "grad-layer@STEP:L",
-         "nan-layer@STEP:L", "frozen-layer:L", "skip-load:L", "vocab-mismatch", "bad-data@STEP:N")
+         "nan-layer@STEP:L", "frozen-layer:L", "skip-load:L", "vocab-mismatch", "bad-data@STEP:N",
+         "slow-data@MS:FROM-TO", "crash@STEP")
 
 #: name -> (argument required?, argument allowed?, minimum value)
 _KINDS: Dict[str, tuple] = {
@@ -61,7 +68,7 @@ _KINDS: Dict[str, tuple] = {
     "stall": (True, True, 1), "slow-data": (True, True, 1), "hang": (True, True, 1),
     "leak": (False, True, 1), "lr-high": (False, False, 0), "loss-scale-low": (False, False, 0),
     "accum-mismatch": (False, False, 0), "vocab-mismatch": (False, False, 0),
-    "bad-data": (True, True, 1),
+    "bad-data": (True, True, 1), "crash": (True, True, 1),
 }
 _FORM = re.compile(r"^(?P<name>[a-z-]+)(?:@(?P<arg>[^@,]*))?$")
 #: Faults aimed at one decoder block: ``name@STEP:L`` or ``name:L``.
@@ -101,6 +108,8 @@ class Injections:
     skip_load: Optional[int] = None
     vocab_mismatch: bool = False
     bad_data: Optional[tuple] = None        # (first data batch, batches)
+    slow_window: Optional[Tuple[int, int]] = None   # slow-data only for these steps
+    crash: Optional[int] = None
     spec: str = ""
 
     def __bool__(self) -> bool:
@@ -109,7 +118,7 @@ class Injections:
     def as_config(self) -> Dict[str, object]:
         """The injected faults for the recorded config (only those present)."""
         found = {}
-        for name in ("nan", "spike", "periodic", "stall", "slow_data", "hang", "leak"):
+        for name in ("nan", "spike", "periodic", "stall", "slow_data", "hang", "leak", "crash"):
             value = getattr(self, name)
             if value is not None:
                 found[name.replace("_", "-")] = value
@@ -122,6 +131,8 @@ class Injections:
                 found[name.replace("_", "-")] = list(value) if isinstance(value, tuple) else value
         if self.bad_data is not None:
             found["bad-data"] = {"step": self.bad_data[0], "batches": self.bad_data[1]}
+        if self.slow_window is not None:
+            found["slow-data-steps"] = list(self.slow_window)
         return found
 
     def blocks(self) -> List[int]:
@@ -177,6 +188,14 @@ def parse(spec: str) -> Injections:
             if not (first.isdigit() and count.isdigit() and int(first) >= 1 and int(count) >= 1):
                 raise _fail(item, f"expected STEP:N (integers >= 1) after '@', got {arg!r}")
             value = (int(first), int(count))
+        elif name == "slow-data" and ":" in arg:
+            ms, _, span = arg.partition(":")
+            first, _, last = span.partition("-")
+            if not (ms.isdigit() and first.isdigit() and last.isdigit() and int(ms) >= 1
+                    and 1 <= int(first) <= int(last)):
+                raise _fail(item, f"expected MS:FROM-TO (integers, 1 <= FROM <= TO) after '@', "
+                                  f"got {arg!r}")
+            value, found.slow_window = int(ms), (int(first), int(last))
         elif not arg.isdigit() or int(arg) < minimum:
             raise _fail(item, f"expected an integer >= {minimum} after '@', got {arg!r}")
         else:
@@ -212,6 +231,28 @@ class CorruptShard:
         return self.tokens[(step * 7 + within) % len(self.tokens)]
 
 
+class SlowWindow:
+    """``slow-data@MS:FROM-TO`` (see the module docstring): the loader calls :meth:`wait` per
+    batch, the injector callback :meth:`reached` per step (plain int reads and writes across
+    the two threads). The loader never waits for the training longer than ``patience`` s."""
+
+    def __init__(self, ms: int, first: int, last: int, start: int = 0,
+                 patience: float = 60.0) -> None:
+        self.seconds, self.first, self.last = ms / 1000.0, first, last
+        self.done, self.patience = start, patience
+
+    def reached(self, step: int) -> None:
+        self.done = step
+
+    def wait(self, step: int) -> None:
+        if not self.first <= step <= self.last:
+            return
+        deadline = time.monotonic() + self.patience
+        while self.done < step - 1 and time.monotonic() < deadline:
+            time.sleep(0.002)
+        time.sleep(self.seconds)
+
+
 class LoaderPace:
     """The ``slow-data`` delay per batch: ``ms``, and at least ``factor`` x the step's compute.
 
@@ -233,10 +274,13 @@ class LoaderPace:
 
 
 def make_callback(injections: Injections, network, schedule, run_dir: str, hang_timeout: float,
-                  pace: Optional[LoaderPace] = None, switches: Optional[Dict[str, object]] = None):
+                  pace: Optional[LoaderPace] = None, switches: Optional[Dict[str, object]] = None,
+                  note=None, window: Optional[SlowWindow] = None):
     """The MindSpore callback applying the step-triggered faults (nan, stall, leak, hang, slow-data,
     grad-layer and nan-layer through ``switches``: the train cell's ``boost`` gain and the probed
-    block's ``poison``, scalar Parameters set at the step and reset after it)."""
+    block's ``poison``, scalar Parameters set at the step and reset after it, crash). ``note``
+    (the trainer's :class:`~trainer_hooks.trainer.truth.Truth` ``note``) gets the hang's length
+    and the crash."""
     from mindspore import Tensor
     from mindspore.train import Callback
 
@@ -259,7 +303,10 @@ def make_callback(injections: Injections, network, schedule, run_dir: str, hang_
             if step == injections.stall:
                 schedule.scale.set_data(Tensor(STALL_LR_FACTOR, schedule.scale.dtype))
             if step == injections.hang:
+                began = time.perf_counter()
                 self._hang()
+                if note is not None:
+                    note("hang", step=int(step), s=time.perf_counter() - began)
             if injections.grad_layer is not None and step in (injections.grad_layer[0],
                                                               injections.grad_layer[0] + 1):
                 boost(switches, injections.grad_layer[1], step == injections.grad_layer[0])
@@ -274,6 +321,13 @@ def make_callback(injections: Injections, network, schedule, run_dir: str, hang_
                     pace.note_compute(time.perf_counter() - self.begun)
             if injections.leak:
                 self.kept.append(np.ones(injections.leak * (1 << 20) // 8, np.float64))
+            step = run_context.original_args().cur_step_num
+            if window is not None:
+                window.reached(int(step))
+            if step == injections.crash:
+                if note is not None:
+                    note("crash", step=int(step))
+                raise RuntimeError(f"injected crash at step {step} (--inject crash@{step})")
 
         def _hang(self) -> None:
             stale = _mtime(self.stop_path)

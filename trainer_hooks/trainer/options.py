@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated faults: nan@STEP, spike@STEP, periodic@K, stall@STEP, slow-data@MS, "
              "lr-high, loss-scale-low, leak[@MB], hang@STEP, accum-mismatch, grad-layer@STEP:L, "
              "nan-layer@STEP:L, frozen-layer:L, skip-load:L (with --init-from), vocab-mismatch, "
-             "bad-data@STEP:N")
+             "bad-data@STEP:N, slow-data@MS:FROM-TO, crash@STEP")
     add("--inject-rank", type=int, metavar="N",
         help="inject the faults on rank N only (default: every rank), as when one device goes bad")
     add("--no-hooks", action="store_true", help="train without msdoctor's callback")
@@ -61,6 +61,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              "run_start.expect.hang_after_s (default: the preset's; tiny 60, small 180, else 900)")
     add("--heartbeat-s", type=float, default=10.0, metavar="S",
         help="seconds between the hooks' heartbeat events (default 10)")
+    add("--eval-every", type=int, metavar="N",
+        help="an evaluation pass (forward loss over held-out batches) every N steps")
+    add("--eval-batches", type=int, default=4, metavar="N",
+        help="held-out batches per evaluation pass (default 4)")
+    add("--truth", metavar="FILE",
+        help="append the trainer's own timing of steps, saves, loads, evaluations, hangs and "
+             "crashes to FILE (JSON lines; for checking msdoctor's goodput)")
     add("--expect-tokens-per-s", type=float, metavar="X",
         help="baseline tokens/s per device, passed to run_start.expect")
 
@@ -84,7 +91,7 @@ def validate(args: argparse.Namespace) -> None:
     if args.device not in DEVICES:
         raise UsageError(f"unknown device {args.device!r}; valid: {', '.join(DEVICES)}")
     for name in ("steps", "stop_after", "grad_accum", "micro_batch", "save_every", "workers", "log_every",
-                 "update_every"):
+                 "update_every", "eval_every", "eval_batches"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")

@@ -14,7 +14,16 @@ from mindspore.train import Callback, Model
 from trainer_hooks import probes
 from trainer_hooks.cell import DoctorTrainOneStepCell
 from trainer_hooks.layers import layer_of
-from trainer_hooks.trainer import checkpoint, control, dataset, injection, model, schedule
+from trainer_hooks.trainer import (
+    checkpoint,
+    control,
+    dataset,
+    evaluation,
+    injection,
+    model,
+    schedule,
+    truth,
+)
 from trainer_hooks.trainer.plan import (
     ADAM_BETAS,
     CLIP_NORM,
@@ -147,8 +156,10 @@ class Session:
             from trainer_hooks.trainer.cell import MicroStepTrainCell
 
             cell = MicroStepTrainCell(self.network, optimizer, plan.grad_accum, sense, CLIP_NORM)
+            self.loss_net = self.network
         else:
-            loss_net = model.micro_batch_loss(self.network, plan.micro_batch, plan.grad_accum)
+            loss_net = self.loss_net = model.micro_batch_loss(self.network, plan.micro_batch,
+                                                              plan.grad_accum)
             boost = inj.grad_layer is not None or bool(getattr(self.args, "boost_all", False))
             cell = DoctorTrainOneStepCell(loss_net, optimizer, sense, CLIP_NORM, per_layer=True,
                                           probes=probed, probe_names=probe_names, boost=boost)
@@ -159,6 +170,7 @@ class Session:
 
     def run(self) -> int:
         plan, args = self.plan, self.args
+        self.truth = truth.Truth(args.truth) if args.truth else truth.NOTHING
         cell = self.build_cell()
         calls_total = plan.steps * plan.cell_calls_per_step
         self.data_map = control.DataMap()
@@ -172,6 +184,7 @@ class Session:
             if restored is not None:
                 start = restored.step
                 loaded = (restored.step, str(restored.path), time.perf_counter() - began)
+                self.truth.note("load", step=start, s=loaded[2])
                 print(f"resumed from {restored.path} at step {start} "
                       f"(data offset {restored.data_offset} samples)", flush=True)
             else:
@@ -206,6 +219,7 @@ class Session:
             restored = checkpoint.restore(cell, plan.run_dir, plan.rank, path=rollback.checkpoint)
             assert restored is not None
             loaded = (restored.step, str(restored.path), time.perf_counter() - began)
+            self.truth.note("load", step=restored.step, s=loaded[2])
             self.control.done_rollback(steering.stopped_at)
             start, steering.stopped_at = restored.step, None
             callbacks = [c for c in callbacks if c is not self.monitor]
@@ -225,18 +239,27 @@ class Session:
                                              plan.preset.seq_length + 1, args.seed, counts)
         source = dataset.WindowSource(self.token_file.ids, plan.preset.seq_length, samples, start,
                                       end - start, args.seed, plan.rank, plan.world, corrupt,
-                                      batch_of=self.data_map.batch)
+                                      batch_of=self.data_map.batch, slow=self.window)
         return dataset.build(source, samples, args.workers, slow_ms=self.pace or 0)
 
     def _callbacks(self, cell, start: int, end: int, calls_total: int) -> list:
         plan, args, inj = self.plan, self.args, self.args.injections
         samples = plan.samples_per_call
-        self.pace = injection.LoaderPace(inj.slow_data) if inj.slow_data else None
+        self.pace = (injection.LoaderPace(inj.slow_data)
+                     if inj.slow_data and not inj.slow_window else None)
+        note = self.truth.note if self.truth else None
+        self.window = (injection.SlowWindow(inj.slow_data, *inj.slow_window, start=start)
+                       if inj.slow_window else None)
         callbacks: list = [StepOrigin(start)]
+        ends = []
+        if self.truth:
+            begins, last = truth.make_callbacks(self.truth)
+            callbacks.append(begins)
+            ends.append(last)
         if inj:
             callbacks.append(injection.make_callback(inj, self.network, self.schedule,
                                                      str(plan.run_dir), args.hang_timeout, self.pace,
-                                                     self.switches))
+                                                     self.switches, note, self.window))
         if not args.no_hooks:
             from trainer_hooks.callback import DoctorCallback
 
@@ -249,10 +272,16 @@ class Session:
                 heartbeat_s=args.heartbeat_s)
             callbacks.append(self.doctor)
         callbacks.append(checkpoint.make_callback(cell, plan.run_dir, plan.rank, plan.save_every,
-                                                  args.keep, samples, end, self.control.protected))
+                                                  args.keep, samples, end, self.control.protected,
+                                                  note))
         self.monitor = None
         if start == 0:   # its step column counts within one Model.train: not on a resumed run
             self.monitor = model.loss_monitor(calls_total, samples * plan.world)
             callbacks.append(self.monitor)
         callbacks.append(ConsoleLog(args.log_every, calls_total, run_dir=str(plan.run_dir)))
-        return callbacks
+        if args.eval_every:
+            data = evaluation.held_out(self.token_file.ids, plan.preset.seq_length, samples,
+                                       args.seed, plan.rank, plan.world, args.eval_batches)
+            callbacks.append(evaluation.make_callback(
+                self.loss_net, data, args.eval_every, [self.doctor] if self.doctor else [], note))
+        return callbacks + ends

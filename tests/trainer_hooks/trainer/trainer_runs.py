@@ -9,8 +9,12 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
+
+from goodput_truth import note_launch, truth_file
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -20,12 +24,17 @@ def command(run_dir: Path, cache: Path, *argv: str) -> List[str]:
             "--data-dir", str(cache), "--log-every", "1000", *argv]
 
 
-def train(run_dir: Path, cache: Path, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run the trainer to completion in its own process (cwd: a scratch dir)."""
+def train(run_dir: Path, cache: Path, *argv: str, timeout: float = 300,
+          fails: bool = False) -> subprocess.CompletedProcess:
+    """Run the trainer to completion in its own process (cwd: a scratch dir); with ``fails``,
+    expect it to end in an error. With ``--truth``, the launch is noted in the truth file."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), GLOG_v="3")
+    if "--truth" in argv:
+        note_launch(run_dir)
     done = subprocess.run(command(run_dir, cache, *argv), cwd=str(run_dir.parent), env=env,
                           capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, f"trainer failed ({done.returncode}):\n{done.stderr[-3000:]}"
+    assert (done.returncode != 0) == fails, \
+        f"trainer ended with {done.returncode}:\n{done.stderr[-3000:]}"
     return done
 
 
@@ -170,7 +179,21 @@ class Runs:
         "rollback": ("--steps", "50", "--save-every", "10", "--inject", "bad-data@30:5,hang@42",
                      "--hang-timeout", "4", "--heartbeat-s", "0.5"),
     }
+    #: a crash (step 34) and a restart 2 s later with --resume from the checkpoint of 30; a slow
+    #: data window, a 4 s hang, evaluations and saves before it (the goodput test's run)
+    RESTARTS = {
+        "goodput": (("--steps", "40", "--save-every", "10", "--eval-every", "15",
+                     "--eval-batches", "2", "--inject", "slow-data@400:3-7,hang@24,crash@34",
+                     "--hang-timeout", "4"),
+                    ("--steps", "40", "--save-every", "10", "--eval-every", "15",
+                     "--eval-batches", "2", "--resume"), 2.0),
+    }
+    #: runs whose trainer keeps its own account of its time (``--truth``, beside the run)
+    TRUTH = ("rollback", "goodput")
     WITH_SIDECAR = ("hang", "rollback")
+    #: runs whose harness writes a control file once a checkpoint exists: (step, file, content)
+    CONTROL_AT = {"rollback": (20, "lr.json", {"factor": 0.5, "reason": "test: lower the LR "
+                                                                        "after the save of 20"})}
     #: runs whose sidecar reads the shipped rules with one rule's action changed
     RULE_ACTIONS = {"rollback": ("LossSpike", "rollback")}
     #: runs inside a memory cgroup (a container's memory limit): (limit in bytes, options).
@@ -200,7 +223,14 @@ class Runs:
     def __getitem__(self, name: str) -> Path:
         if name not in self.done:
             run_dir = self.base / name
-            if name in self.IN_CGROUP:
+            truth = ("--truth", str(truth_file(run_dir))) if name in self.TRUTH else ()
+            if name in self.RESTARTS:
+                first, again, pause = self.RESTARTS[name]
+                run_dir.parent.mkdir(parents=True, exist_ok=True)
+                train(run_dir, self.cache, *first, *truth, timeout=600, fails=True)
+                time.sleep(pause)
+                train(run_dir, self.cache, *again, *truth, timeout=600)
+            elif name in self.IN_CGROUP:
                 run_dir.parent.mkdir(parents=True, exist_ok=True)
                 limit, argv = self.IN_CGROUP[name]
                 train_in_cgroup(run_dir, self.cache, limit, *argv, timeout=600)
@@ -216,7 +246,8 @@ class Runs:
                 rules = None
                 if name in self.RULE_ACTIONS:
                     rules = rules_with_action(self.base / f"{name}-rules", *self.RULE_ACTIONS[name])
-                watched(run_dir, self.cache, *self.SPECS[name], rules=rules)
+                watched(run_dir, self.cache, *self.SPECS[name], *truth, rules=rules,
+                        control=self.CONTROL_AT.get(name))
             else:
                 done = train(run_dir, self.cache, *self.SPECS[name], timeout=600)
                 console(run_dir).write_text(done.stdout)
@@ -242,21 +273,44 @@ def rules_with_action(target: Path, alert: str, action: str) -> Path:
     return target
 
 
-def watched(run_dir: Path, cache: Path, *argv: str, rules: Optional[Path] = None) -> None:
-    """Train with a real ``msdoctor serve`` sidecar on the run; its ``alerts.jsonl`` stays."""
+def watched(run_dir: Path, cache: Path, *argv: str, rules: Optional[Path] = None,
+            control: Optional[tuple] = None) -> None:
+    """Train with a real ``msdoctor serve`` sidecar on the run; its ``alerts.jsonl`` stays.
+    ``control``: ``(step, name, doc)``, written to ``control/<name>`` as soon as the checkpoint
+    of ``step`` exists (an operator's hand)."""
     from tests.servers import sidecar, wait_until
 
     run_dir.mkdir(parents=True)
     workdir = run_dir.parent / f"{run_dir.name}-sidecar"
     workdir.mkdir()
+    stop = threading.Event()
+    hand = threading.Thread(target=write_once_saved, args=(run_dir, control, stop), daemon=True)
     with sidecar(run_dir, workdir, ["--no-default-rules", "--rules", str(rules)] if rules else []):
-        train(run_dir, cache, *argv, timeout=600)
+        if control:
+            hand.start()
+        try:
+            train(run_dir, cache, *argv, timeout=600)
+        finally:
+            stop.set()
         # the sidecar has seen the run end once it resolves what fired (or after a few polls)
         try:
             wait_until(lambda: any(a["state"] == "resolved" for a in journal(run_dir)), 10,
                        what="the sidecar to see the run end")
         except AssertionError:
             pass
+
+
+def write_once_saved(run_dir: Path, control: tuple, stop: threading.Event) -> None:
+    step, name, doc = control
+    saved = run_dir / "checkpoints" / "rank-0" / f"step-{step:08d}.ckpt"
+    while not stop.is_set() and not saved.exists():
+        time.sleep(0.005)
+    if saved.exists():
+        target = run_dir / "control" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc))
+        os.replace(tmp, target)
 
 
 def journal(run_dir: Path) -> List[Dict]:

@@ -1,0 +1,94 @@
+"""The ground truth of a run's badput, from the trainer's own account (``--truth FILE``) and the
+harness's launch times in the same file; nothing here reads the spool.
+
+Records (trainer_hooks/trainer/truth.py): ``launch`` (written by the harness just before it
+starts a process), ``begin``/``end`` of each step (the first and the last callback), ``save``,
+``load``, ``eval``, ``hang`` (seconds each, timed by the part that did it) and ``crash``.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Dict, List
+
+CAUSES = ("startup", "data_wait", "checkpoint", "hang", "downtime", "redone", "evaluation")
+TIMED = {"save": "checkpoint", "load": "checkpoint", "eval": "evaluation", "hang": "hang"}
+
+
+def truth_file(run_dir: Path) -> Path:
+    """Where the trainer's account of a run goes: beside its run directory."""
+    return run_dir.parent / f"{run_dir.name}.truth.jsonl"
+
+
+def note_launch(run_dir: Path) -> None:
+    """The harness: a process of this run starts now."""
+    with truth_file(run_dir).open("a") as out:
+        out.write(json.dumps({"kind": "launch", "t": time.time()}) + "\n")
+
+
+def records(run_dir: Path) -> List[Dict]:
+    return [json.loads(line) for line in truth_file(run_dir).read_text().splitlines()]
+
+
+def badput(run_dir: Path) -> Dict[str, float]:
+    """Seconds per cause:
+
+    - data_wait: from a step's end to the next step's begin within one pass (the fetch);
+    - checkpoint, evaluation, hang: the seconds the saver, loader, evaluator, hang timed;
+    - startup: from a launch, or a rollback's restart within the process, to the first step's
+      begin, less the checkpoint loads in between, plus that first step's excess over the
+      median step (compilation);
+    - downtime: from a crash to the next launch;
+    - redone: after a resume at step S (a restart or a rollback), the time the earlier pass
+      spent computing steps after S (their span less the saves, evaluations, hang in them).
+    """
+    out = dict.fromkeys(CAUSES, 0.0)
+    done: Dict[int, float] = {}            # step -> its compute time, on its latest pass
+    spans: List[float] = []
+    firsts: List[float] = []
+    extra: Dict[int, float] = {}
+    opened = loaded = None                 # a (re)start whose first step has not begun
+    prev_end = prev_step = crashed = begun = None
+    first = False
+    for r in records(run_dir):
+        kind, t = r["kind"], r["t"]
+        if kind == "launch":
+            if crashed is not None:
+                out["downtime"] += t - crashed
+            opened, loaded, prev_end, crashed = t, 0.0, None, None
+        elif kind == "crash":
+            crashed = t
+        elif kind in TIMED:
+            out[TIMED[kind]] += r["s"]
+            if kind == "load":
+                loaded = (loaded or 0.0) + r["s"]
+            else:
+                extra[r["step"]] = extra.get(r["step"], 0.0) + r["s"]
+        elif kind == "begin":
+            step = r["step"]
+            if prev_step is not None and step <= prev_step:        # resumed at step - 1
+                for s in [s for s in done if s >= step]:
+                    out["redone"] += done.pop(s)
+                if opened is None:                                  # a rollback, same process
+                    opened = prev_end
+            if opened is not None:
+                out["startup"] += t - opened - (loaded or 0.0)
+                opened, loaded, first = None, None, True
+            elif prev_end is not None:
+                out["data_wait"] += t - prev_end
+            begun = t
+        elif kind == "end" and begun is not None:
+            step = r["step"]
+            work = t - begun - extra.pop(step, 0.0)
+            done[step] = work
+            (firsts if first else spans).append(work)
+            first, prev_end, prev_step, begun = False, t, step, None
+    typical = statistics.median(spans)
+    out["startup"] += sum(max(0.0, span - typical) for span in firsts)
+    return out
+
+
+def launches(run_dir: Path) -> List[float]:
+    return [r["t"] for r in records(run_dir) if r["kind"] == "launch"]
