@@ -87,3 +87,38 @@ def test_the_example_without_its_dataset_is_a_crash_before_the_first_step_naming
     assert rank["verdict"] == "crash-before-first-step" and rank["cause"] == "dataset-missing"
     assert "No dataset file is found" in rank["first_error"]["text"]
     assert "/output/log/rank_0/info.log:" in rank["first_error"]["where"]
+
+
+def test_the_trainer_from_yaml_keeps_a_protected_checkpoint_and_times_its_evaluations(workdir):
+    """The example YAML plus MindFormers' ``CheckpointMonitor`` (every 4 steps, at most 2 kept)
+    and ``do_eval`` every 10 steps; protect.json names the first checkpoint before the run."""
+    import yaml
+
+    work = workdir / "protect"
+    work.mkdir()
+    run(work, str(EXAMPLE / "make_dataset.py"), "--dir", "eval_data", "--seq-length", "31",
+        "--samples", "4")
+    doc = yaml.safe_load((EXAMPLE / "llama_tiny_msdoctor.yaml").read_text())
+    doc["callbacks"].append({"type": "CheckpointMonitor", "prefix": "llama_tiny",
+                             "save_checkpoint_steps": 4, "keep_checkpoint_max": 2})
+    evaluation = dict(doc["train_dataset"], data_loader={
+        "type": "MindDataset", "dataset_dir": "./eval_data", "shuffle": False})
+    doc.update(do_eval=True, eval_step_interval=10, eval_dataset=evaluation,
+               eval_dataset_task={"type": "CausalLanguageModelDataset",
+                                  "dataset_config": evaluation},
+               metric={"type": "PerplexityMetric"})
+    (work / "job.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    ckpt = work / "output" / "checkpoint" / "rank_0"
+    control = work / "output" / "msdoctor" / "control"
+    control.mkdir(parents=True)
+    (control / "protect.json").write_text(json.dumps(
+        {"paths": [str(ckpt / "llama_tiny_rank_0-1_4.ckpt")]}))
+    run(work, str(EXAMPLE / "train.py"), "--config", "job.yaml",
+        "--train_dataset_dir", str(workdir / "data"))
+    kept = sorted(p.name for p in ckpt.glob("*.ckpt"))
+    assert kept == ["llama_tiny_rank_0-1_28.ckpt", "llama_tiny_rank_0-1_32.ckpt",
+                    "llama_tiny_rank_0-1_4.ckpt"]           # 8..24 rotated away, 4 protected
+    lines = (work / "output" / "msdoctor" / "events" / "rank-0.jsonl").read_text().splitlines()
+    steps = [e for e in map(json.loads, lines) if e["type"] == "step"]
+    assert [e["step"] for e in steps if e.get("eval_s")] == [11, 21, 31]
+    assert all(e["eval_s"] > e["data_wait_s"] for e in steps if e.get("eval_s"))
