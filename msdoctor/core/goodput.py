@@ -165,9 +165,10 @@ class Goodput:
         sample = np.concatenate([history, step_time[1:] if opening else step_time])
         typical = float(np.median(sample)) if len(sample) else float(step_time[0])
         compute = step_time - wait - evaluation
-        hang = step_time > max(HANG_FACTOR * typical, typical + HANG_MIN_S)
-        excess = np.where(hang, step_time - typical, 0.0)
-        productive = np.where(hang, np.minimum(step_time, typical), compute)
+        busy = step_time - evaluation            # an evaluation pass is not a hang
+        hang = busy > max(HANG_FACTOR * typical, typical + HANG_MIN_S)
+        excess = np.where(hang, busy - typical, 0.0)
+        productive = np.where(hang, np.minimum(busy, typical), compute)
         if self._start_t is not None:            # the first step after a run_start
             begin = float(t[0]) - float(step_time[0]) if math.isfinite(t[0]) else self._start_t
             self.badput["startup"] += max(0.0, begin - self._start_t - self._loaded)

@@ -12,8 +12,9 @@ COMPUTE = 0.5
 
 def script():
     """Process 1 starts at 0, trains from 10 (compile 5 s), steps 1..40 with a 2 s data wait on
-    steps 11-15, a 30 s hang on step 25, checkpoints at 20 (0.4 s) and 30; it dies after step 40
-    and, 60 s later, process 2 resumes from step 30 (a rollback: steps 31-40 redone)."""
+    steps 11-15, a 30 s hang on step 25, checkpoints at 20 (0.4 s) and 30, a 20 s evaluation
+    after step 34 (a step 35 of 20.5 s that is no hang); it dies after step 40 and, 60 s later,
+    process 2 resumes from step 30 (a rollback: steps 31-40 redone)."""
     events, t = [], 0.0
     events.append(make("run_start", 0, run="r", t=10.0, process_t=0.0))
     t = 10.0
@@ -21,10 +22,13 @@ def script():
         wait = 2.0 if 11 <= step <= 15 else 0.0
         took = COMPUTE + (5.0 if step == 1 else 0.0) + (30.0 if step == 25 else 0.0)
         save = 0.4 if step == 21 else 0.0     # the save of step 20 runs before step 21
-        t += wait + took + save
+        evaluation = 20.0 if step == 35 else 0.0
+        t += wait + took + save + evaluation
         fields = {"data_wait_s": wait} if step > 1 else {}
-        events.append(make("step", 0, run="r", step=step, t=t, step_time_s=wait + took + save,
-                           loss=1.0, **fields))
+        if evaluation:
+            fields["eval_s"] = evaluation
+        events.append(make("step", 0, run="r", step=step, t=t,
+                           step_time_s=wait + took + save + evaluation, loss=1.0, **fields))
         if step in (20, 30):
             events.append(make("checkpoint", 0, run="r", step=step, path=f"c{step}",
                                save_s=0.4 if step == 20 else 0.0, t=t))
@@ -39,7 +43,7 @@ def script():
         t += took
         events.append(make("step", 0, run="r", step=step, t=t, step_time_s=took, loss=1.0))
     truth = {"startup": 10.0 + 5.0 + 8.0 + 5.0, "data_wait": 10.0, "checkpoint": 1.4,
-             "hang": 30.0, "downtime": 60.0, "redone": 10 * COMPUTE, "evaluation": 0.0}
+             "hang": 30.0, "downtime": 60.0, "redone": 10 * COMPUTE, "evaluation": 20.0}
     return events, truth, t
 
 
