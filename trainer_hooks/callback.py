@@ -12,8 +12,8 @@ covers ``delta`` steps and per-step figures are divided by ``delta``);
 ``step_time_s`` runs from the previous step's end to this step's end (the first
 step: from its begin); ``data_wait_s`` from the previous step's end to this
 step's begin, less checkpoint saves and evaluation passes (``eval_s``: the time between
-``on_eval_begin`` and ``on_eval_end`` since the previous step's end); ``tokens`` are this device's tokens per optimizer step:
-``tokens_per_step`` if given, else ``batch * seq`` of the first input column
+``on_eval_begin`` and ``on_eval_end`` since the previous step's end); ``tokens`` are this
+device's tokens per optimizer step: ``tokens_per_step`` if given, else ``batch * seq`` of the first input column
 (2-D integer token ids), multiplied by ``grad_accum`` only when
 ``micro_batch_inputs=True`` (each cell call sees one micro-batch; MindFormers'
 accumulation cells see the whole step's batch, so the default is False).

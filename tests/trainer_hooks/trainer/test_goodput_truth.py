@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from goodput_truth import CAUSES, badput
+
 from trainer_runs import events
 
 pytestmark = pytest.mark.slow

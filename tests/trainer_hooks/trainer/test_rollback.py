@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from goodput_truth import CAUSES, badput
+
 from trainer_hooks.trainer.schedule import lr_at
+
 from trainer_runs import events, journal
 
 pytestmark = pytest.mark.slow
