@@ -13,6 +13,22 @@ def test_a_comma_separated_spec_parses_into_each_fault():
                                "lr-high": True, "accum-mismatch": True}
 
 
+def test_a_slow_data_window_and_a_crash_parse_into_their_steps():
+    inj = parse("slow-data@400:3-7,crash@34")
+    assert (inj.slow_data, inj.slow_window, inj.crash) == (400, (3, 7), 34)
+    assert inj.as_config() == {"slow-data": 400, "crash": 34, "slow-data-steps": [3, 7]}
+
+
+def test_a_slow_data_window_delays_only_its_steps_batches_once_the_training_got_there():
+    from trainer_hooks.trainer.injection import SlowWindow
+
+    window = SlowWindow(0, 3, 7, start=0, patience=0.0)
+    window.wait(2)                    # outside: no wait at all
+    window.reached(5)
+    assert window.done == 5
+    window.wait(6)                    # inside, the training is there: MS (here 0) ms
+
+
 def test_an_empty_spec_injects_nothing():
     assert not parse("") and parse("").as_config() == {}
 
@@ -21,6 +37,8 @@ def test_an_empty_spec_injects_nothing():
     ("boom@3", "unknown fault"), ("nan", "nan needs @N"), ("nan@x", "integer >= 1"),
     ("nan@0", "integer >= 1"), ("lr-high@3", "takes no @argument"), ("periodic@1", ">= 2"),
     ("nan@3,nan@4", "given twice"), ("nan@3,", "empty item"), ("hang@-1", "integer"),
+    ("slow-data@400:7-3", "1 <= FROM <= TO"), ("slow-data@400:3", "MS:FROM-TO"),
+    ("crash@0", "integer >= 1"),
 ])
 def test_a_malformed_spec_is_one_line_naming_it_and_the_valid_forms(spec, why):
     with pytest.raises(InjectionError) as info:
