@@ -121,7 +121,7 @@ class DoctorCallback(Callback):
         self._ignored_stop: Optional[tuple] = None
         self._stopping = False
         self._ckpt_callbacks: list = []
-        self._ckpt_seen: Dict[int, str] = {}
+        self._ckpt_seen: Dict[int, tuple] = {}
         self._cb_params: Any = None
         self._sink_tokens: Optional[int] = None
 
@@ -268,7 +268,7 @@ class DoctorCallback(Callback):
         self._ckpt_callbacks = [c for c in cb.get("list_callback") or []
                                 if hasattr(c, "latest_ckpt_file_name")]
         for c in self._ckpt_callbacks:        # a save of an earlier Model.train is not new
-            self._ckpt_seen[id(c)] = getattr(c, "latest_ckpt_file_name", "") or ""
+            self._ckpt_seen[id(c)] = _save_mark(c)
             rotation.hold(c, self.run_dir, self.guard)     # protect.json holds against rotation
         try:
             info = os.stat(self._stop_path)
@@ -375,8 +375,8 @@ class DoctorCallback(Callback):
     def _check_checkpoints(self) -> None:
         for callback in self._ckpt_callbacks:
             path = getattr(callback, "latest_ckpt_file_name", "") or ""
-            if path and self._ckpt_seen.get(id(callback)) != path:
-                self._ckpt_seen[id(callback)] = path
+            if path and self._ckpt_seen.get(id(callback)) != _save_mark(callback):
+                self._ckpt_seen[id(callback)] = _save_mark(callback)
                 size, save_s = checkpoint_facts(callback, str(path), self._t_end_wall)
                 self._emit(make("checkpoint", self.rank, t=time.time(), run=self.run,
                                 step=self._last_step, path=str(path), size_bytes=size,
@@ -450,6 +450,13 @@ def checkpoint_facts(callback: Any, path: str, since: float) -> tuple:
     if seconds is not None and not 0.0 <= seconds < 86400.0:
         seconds = None
     return size, (None if seconds is None else float(seconds))
+
+
+def _save_mark(saver: Any) -> tuple:
+    """What tells a new save: its file, and the saver's own save time where it keeps one (a
+    run that went back to an earlier checkpoint saves the same file again)."""
+    return (getattr(saver, "latest_ckpt_file_name", "") or "",
+            getattr(saver, "latest_ckpt_save_s", None))
 
 
 def _optimizer(cb: Any) -> Any:

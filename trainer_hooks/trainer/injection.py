@@ -26,7 +26,8 @@ training run, so the signals the hooks record are what the fault really does:
   dynamic window as ``loss_scale_window``.
 - ``leak[@MB]``: every step keeps another MB (default 4) of host memory alive.
 - ``hang@S``: step S blocks (process alive, heartbeats go on) until the stop file appears
-  or ``--hang-timeout`` seconds pass.
+  or ``--hang-timeout`` seconds pass, and at least ``HANG_STEPS`` times the median step period
+  measured so far in this run, so it stands out as a hang however loaded the machine is.
 - ``crash@S``: step S ends in an exception (as a device or communication error would):
   ``Model.train`` unwinds, the process exits with an error; ``--resume`` continues the run.
 - ``accum-mismatch``: gradient accumulation done per call of the train cell (one micro-batch
@@ -82,6 +83,7 @@ LEAK_DEFAULT_MB = 4
 STALL_LR_FACTOR = 1e-9
 LOW_LOSS_SCALE = 2.0 ** -16
 SLOW_DATA_FACTOR = 2.0
+HANG_STEPS = 20
 
 
 class InjectionError(ValueError):
@@ -292,10 +294,13 @@ def make_callback(injections: Injections, network, schedule, run_dir: str, hang_
             self.kept: List[np.ndarray] = []       # the leak: never released
             self.stop_path = os.path.join(run_dir, STOP_FILE)
             self.begun = 0.0
+            self.periods: List[float] = []     # step begin to the next step's begin
             self.timed = 0
 
         def on_train_step_begin(self, run_context) -> None:
             step = run_context.original_args().cur_step_num
+            if self.begun:
+                self.periods.append(time.perf_counter() - self.begun)
             self.begun = time.perf_counter()
             if step == injections.nan:
                 norm = next(p for p in network.trainable_params() if "norm_out" in p.name)
@@ -331,7 +336,8 @@ def make_callback(injections: Injections, network, schedule, run_dir: str, hang_
 
         def _hang(self) -> None:
             stale = _mtime(self.stop_path)
-            deadline = time.monotonic() + hang_timeout
+            typical = float(np.median(self.periods[1:])) if len(self.periods) > 1 else 0.0
+            deadline = time.monotonic() + max(hang_timeout, HANG_STEPS * typical)
             while time.monotonic() < deadline and _mtime(self.stop_path) == stale:
                 time.sleep(0.1)
 

@@ -55,7 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--update-every", type=int, default=10, metavar="N",
         help="sample the relative weight update every N steps (default 10)")
     add("--hang-timeout", type=float, default=600.0, metavar="S",
-        help="hang@STEP blocks at most S seconds (or until the stop file appears)")
+        help="hang@STEP blocks S seconds, or 20 median steps if longer (or until the stop "
+             "file appears)")
     add("--hang-after-s", type=float, metavar="S",
         help="seconds without a step after which the doctor calls the run hung, declared in "
              "run_start.expect.hang_after_s (default: the preset's; tiny 60, small 180, else 900)")

@@ -36,6 +36,8 @@ def test_one_rollback_to_the_last_good_checkpoint_recorded_in_the_journal_and_th
     assert steps[back] == 21 and steps[-1] == 50       # resumed after the checkpoint of 20
     loads = [e for e in events(run) if e["type"] == "checkpoint" and e.get("op") == "load"]
     assert [e["step"] for e in loads] == [20] and loads[0]["load_s"] > 0
+    saves = [e["step"] for e in events(run) if e["type"] == "checkpoint" and "save_s" in e]
+    assert saves == [10, 20, 30, 30, 40, 50]           # the second pass saves 30 again
     garbage = [float(e["loss"]) for e in records[:back] if 30 <= e["step"] <= 32]
     again = [float(e["loss"]) for e in records[back:] if 30 <= e["step"] <= 32]
     assert garbage and max(again) < min(garbage)       # the garbage is not read again
