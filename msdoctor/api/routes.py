@@ -17,8 +17,7 @@ from urllib.parse import parse_qs, unquote
 from msdoctor.api.openapi import openapi
 from msdoctor.core import views
 from msdoctor.core.state import Store
-from msdoctor.core.views import AlertSource
-from msdoctor.core.views import layer_views
+from msdoctor.core.views import AlertSource, layer_views
 from msdoctor.wire.errors import MsdoctorError
 
 PREFIX = "/api/v1"

@@ -17,8 +17,8 @@ from typing import Any, Deque, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-#: The per-layer arrays of a ``layers`` event, in the order the views send them.
-LAYER_SIGNALS = ("grad_norm", "act_max", "weight_norm", "update_ratio")
+from msdoctor.wire.schema import LAYER_SIGNALS
+
 #: Values kept per signal and rank; rows kept: CELLS // layers, at most MAX_ROWS.
 CELLS = 16384
 MAX_ROWS = 512

@@ -59,7 +59,8 @@ from msdoctor.core.views.series_views import (
 
 __all__ = [
     "AlertCounts", "AlertHistoryView", "CheckpointsView", "CheckpointView", "checkpoints",
-    "GoodputView", "goodput", "LayerMark", "LayersView", "layers", "AlertsView", "AlertSource", "AlertView", "Deliverer",
+    "GoodputView", "goodput", "LayerMark", "LayersView", "layers", "AlertsView", "AlertSource",
+    "AlertView", "Deliverer",
     "DeliveryView", "MAX_POINTS_LIMIT", "MAX_SPARK_POINTS", "NotFound", "OverviewView",
     "RankDetail", "RankSeriesView", "RanksView", "RankView", "RunSeriesView", "RunsView",
     "RunView", "SeriesView", "SparkView", "StatusView", "StepRange", "alert_history", "alerts",

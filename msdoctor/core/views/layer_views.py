@@ -10,7 +10,7 @@ from msdoctor.core.layer_rows import LAYER_SIGNALS, MAX_ROWS, column
 from msdoctor.core.state import Store
 from msdoctor.core.views.alert_views import AlertSource
 from msdoctor.core.views.checkpoint_views import records_of
-from msdoctor.core.views.run_views import NotFound, rank_state
+from msdoctor.core.views.run_views import rank_state
 from msdoctor.wire.numbers import from_wire, to_wire
 
 #: Steps a layers view holds unless asked otherwise, and at most.
@@ -95,10 +95,10 @@ def marks_of(records: Sequence[Mapping[str, Any]], run: str, rank: int) -> Tuple
         layer = labels.get("layer") if isinstance(labels, Mapping) else None
         if r.get("run") != run or r.get("rank") != rank or not layer:
             continue
-        first = labels.get("first_rank")
+        first = str(labels.get("first_rank") or "")
         latest[(str(r.get("alert")), r.get("first_step"))] = LayerMark(
             str(r.get("alert")), str(r.get("state") or ""), tuple(str(layer).split(",")),
-            r.get("first_step"), int(first) if str(first or "").isdigit() else None)
+            r.get("first_step"), int(first) if first.isdigit() else None)
     return tuple(sorted(latest.values(), key=lambda m: (m.first_step is None, m.first_step or 0)))
 
 

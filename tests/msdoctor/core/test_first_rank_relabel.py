@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import shutil
 
+from test_layer_book import write_rank
+
 from msdoctor.core.engine import default_rules_dir, load_rules
 from msdoctor.core.pipeline import Pipeline
 from msdoctor.delivery.alertmanager import AlertmanagerDeliverer, rfc3339
-
-from test_layer_book import write_rank
 
 
 def firing(pipeline: Pipeline, alert: str, rank: int) -> list:

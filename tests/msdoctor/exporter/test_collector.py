@@ -151,8 +151,9 @@ def test_goodput_and_badput_by_cause_are_exposed_per_run(sidecar):
 
 
 def test_layer_gradient_norms_are_one_series_per_layer_the_largest_over_ranks(tmp_path):
-    from spool_factory import append_layers
     from msdoctor.wire import encode, make
+
+    from spool_factory import append_layers
 
     write_run(tmp_path, run="r", ranks=(0, 1, 2), steps=10)
     append_layers(tmp_path, "r", 0, 10)                   # block 1 x1000 at its last step

@@ -8,8 +8,8 @@ while it fires; ``msdoctor replay`` reads both ranks at once and names rank 1 fr
 from __future__ import annotations
 
 import pytest
-
 from test_layer_faults import replay
+
 from trainer_runs import journal
 
 pytestmark = pytest.mark.slow

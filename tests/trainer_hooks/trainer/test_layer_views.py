@@ -60,3 +60,16 @@ async def drive(run_dir, size) -> None:
         assert highlighted == ["layers.0", "layers.1"]
         await pilot.press("s")
         assert pane.signal == "act_max"
+
+
+def test_weight_norms_come_with_the_update_ratios_at_sampled_steps(runs):
+    from trainer_runs import events
+
+    sampled = [e for e in events(runs["layers"]) if e["type"] == "layers" and "update_ratio" in e]
+    assert sampled, "no sampled step in the run"
+    for e in sampled:
+        norms = e["weight_norm"]
+        assert len(norms) == len(e["names"])
+        measured = [float(v) for v in norms if v is not None]
+        assert measured and all(0 < v < 1e4 for v in measured)
+        assert all(n is not None for n, u in zip(norms, e["update_ratio"]) if u is not None)
