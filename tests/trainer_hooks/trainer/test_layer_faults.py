@@ -60,7 +60,7 @@ def test_a_checkpoint_load_that_loads_nothing_is_named_at_step_one(runs):
     assert found["step"] == 1 and "after loading pretrained weights" in found["summary"]
 
 
-def test_weights_initialised_at_ten_times_their_scale_put_the_first_loss_above_uniform(runs):
+def test_weights_initialised_at_fifty_times_their_scale_put_the_first_loss_above_uniform(runs):
     alerts = replay(runs["init-hot"])
     assert {a["alert"] for a in alerts} & PREFLIGHT == {"InitialLossAboveUniform"}
     (found,) = [a for a in alerts if a["alert"] == "InitialLossAboveUniform"]

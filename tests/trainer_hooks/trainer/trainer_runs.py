@@ -162,8 +162,8 @@ class Runs:
         "nan-fp16": ("--steps", "60", "--precision", "fp16", "--inject", "nan@30"),
         "baseline": ("--steps", "150", "--expect-tokens-per-s", "100000"),   # ~10x the CPU's
         # per-layer faults: each pinned on its block (frozen block 0 also gets the NaN)
-        # weights initialised at 10x their scale: the first loss far above ln(vocab size)
-        "init-hot": ("--steps", "2", "--inject", "init-scale@10"),
+        # weights initialised at 50x their scale: the first loss far above ln(vocab size) (20 vs 7.6)
+        "init-hot": ("--steps", "2", "--inject", "init-scale@50"),
         "layers": ("--steps", "36", "--inject", "grad-layer@30:1,nan-layer@22:0,frozen-layer:0"),
         # updates stalled from the start: the loss never falls (micro-batch 1: ~55 steps/s)
         "plateau": ("--steps", "2600", "--inject", "stall@1", "--micro-batch", "1",
