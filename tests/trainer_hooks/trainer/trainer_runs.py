@@ -162,6 +162,8 @@ class Runs:
         "nan-fp16": ("--steps", "60", "--precision", "fp16", "--inject", "nan@30"),
         "baseline": ("--steps", "150", "--expect-tokens-per-s", "100000"),   # ~10x the CPU's
         # per-layer faults: each pinned on its block (frozen block 0 also gets the NaN)
+        # weights initialised at 50x their scale: the first loss far above ln(vocab size) (20 vs 7.6)
+        "init-hot": ("--steps", "2", "--inject", "init-scale@50"),
         "layers": ("--steps", "36", "--inject", "grad-layer@30:1,nan-layer@22:0,frozen-layer:0"),
         # updates stalled from the start: the loss never falls (micro-batch 1: ~55 steps/s)
         "plateau": ("--steps", "2600", "--inject", "stall@1", "--micro-batch", "1",
@@ -190,8 +192,20 @@ class Runs:
         "mf-msrun": ("--steps", "40", "--inject", "nan@30", "--inject-rank", "1"),
     }
 
+    #: runs of several ranks watched by a live sidecar: per-rank options. Rank 1's block 1 spikes
+    #: first (step 26) but is read late: it hangs at step 3 for 10 s while rank 0's block 0
+    #: spikes at 32 and rank 0 then hangs at 34 until rank 1 has ended (``watched_ranks``)
+    RANKS_WATCHED = {
+        "first-rank": (("--steps", "40", "--inject", "grad-layer@32:0,hang@34",
+                        "--hang-timeout", "120"),
+                       ("--steps", "40", "--inject", "grad-layer@26:1,hang@3",
+                        "--hang-timeout", "10")),
+    }
+
     #: runs that start from another run's last checkpoint (``--init-from``): (that run, options)
-    FROM = {"init-skip": ("clean", ("--steps", "3", "--inject", "skip-load:1"))}
+    FROM = {"init-skip": ("clean", ("--steps", "3", "--inject", "skip-load:1")),
+            # a pre-flight fault on the first loss: a load that loads nothing
+            "init-nothing": ("clean", ("--steps", "2", "--inject", "load-nothing"))}
 
     def __init__(self, base: Path, cache: Path) -> None:
         self.base, self.cache = base, cache
@@ -204,6 +218,8 @@ class Runs:
                 run_dir.parent.mkdir(parents=True, exist_ok=True)
                 limit, argv = self.IN_CGROUP[name]
                 train_in_cgroup(run_dir, self.cache, limit, *argv, timeout=600)
+            elif name in self.RANKS_WATCHED:
+                watched_ranks(run_dir, self.cache, *self.RANKS_WATCHED[name])
             elif name in self.RANKS:
                 train_ranks(run_dir, self.cache, *self.RANKS[name], timeout=600)
             elif name in self.MSRUN:
@@ -252,6 +268,38 @@ def watched(run_dir: Path, cache: Path, *argv: str, rules: Optional[Path] = None
     with sidecar(run_dir, workdir, ["--no-default-rules", "--rules", str(rules)] if rules else []):
         train(run_dir, cache, *argv, timeout=600)
         # the sidecar has seen the run end once it resolves what fired (or after a few polls)
+        try:
+            wait_until(lambda: any(a["state"] == "resolved" for a in journal(run_dir)), 10,
+                       what="the sidecar to see the run end")
+        except AssertionError:
+            pass
+
+
+def watched_ranks(run_dir: Path, cache: Path, *per_rank: Sequence[str],
+                  timeout: float = 600) -> None:
+    """One trainer per rank under a live ``msdoctor serve``; when the last rank has ended, the
+    others' ``hang@`` is released (a stop file for another run: it ends the hang, the hooks
+    ignore it), so a rank can wait, hung, while a later one is read."""
+    from tests.servers import sidecar, wait_until
+
+    run_dir.mkdir(parents=True)
+    workdir = run_dir.parent / f"{run_dir.name}-sidecar"
+    workdir.mkdir()
+    with sidecar(run_dir, workdir, []):
+        procs = []
+        for rank, argv in enumerate(per_rank):
+            env = dict(os.environ, PYTHONPATH=str(ROOT), GLOG_v="3", RANK_ID=str(rank),
+                       RANK_SIZE=str(len(per_rank)))
+            procs.append(subprocess.Popen(command(run_dir, cache, *argv), cwd=str(run_dir.parent),
+                                          env=env, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.PIPE, text=True))
+        last = procs[-1].communicate(timeout=timeout)[1]
+        release = run_dir / "control" / "stop.json"
+        release.parent.mkdir(exist_ok=True)
+        release.write_text(json.dumps({"run": "another-run", "reason": "release the hang"}))
+        errs = [p.communicate(timeout=timeout)[1] for p in procs[:-1]] + [last]
+        for rank, (p, err) in enumerate(zip(procs, errs)):
+            assert p.returncode == 0, f"rank {rank} failed ({p.returncode}):\n{err[-3000:]}"
         try:
             wait_until(lambda: any(a["state"] == "resolved" for a in journal(run_dir)), 10,
                        what="the sidecar to see the run end")
