@@ -1,9 +1,9 @@
 """The first rank on a real two-rank run of the bundled trainer, live and in replay.
 
-Rank 1's block 1 spikes first (step 26) but is read late (it hangs at step 3 for 10 s); rank 0's
-block 0 spikes at step 32 and rank 0 then hangs until rank 1 has ended. The live sidecar fires
-rank 0's GradNormSpike before it has read rank 1's spike, so its ``first_rank`` is corrected
-while it fires; ``msdoctor replay`` reads both ranks at once and names rank 1 from the start.
+Rank 1's block 1 spikes first (step 26) but is read late: it starts only once the sidecar has
+fired rank 0's GradNormSpike (block 0, step 32); rank 0 then hangs until rank 1 has ended. So
+the live sidecar fires rank 0's alert before it has read rank 1's spike, whatever the machine's
+load, and its ``first_rank`` is corrected while it fires; ``msdoctor replay`` reads both ranks at once and names rank 1 from the start.
 """
 from __future__ import annotations
 

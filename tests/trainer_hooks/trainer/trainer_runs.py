@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -192,15 +192,17 @@ class Runs:
         "mf-msrun": ("--steps", "40", "--inject", "nan@30", "--inject-rank", "1"),
     }
 
-    #: runs of several ranks watched by a live sidecar: per-rank options. Rank 1's block 1 spikes
-    #: first (step 26) but is read late: it hangs at step 3 for 10 s while rank 0's block 0
-    #: spikes at 32 and rank 0 then hangs at 34 until rank 1 has ended (``watched_ranks``)
+    #: runs of several ranks under a live sidecar, a rank started only once the sidecar has
+    #: fired an alert (``STARTS``). first-rank: rank 1's block 1 spikes first (step 26) but is
+    #: read late, since it starts once rank 0's spike (block 0, step 32) has fired; rank 0 then
+    #: hangs at 34 until rank 1 has ended (``watched_ranks``), its alert still firing
     RANKS_WATCHED = {
         "first-rank": (("--steps", "40", "--inject", "grad-layer@32:0,hang@34",
-                        "--hang-timeout", "120"),
-                       ("--steps", "40", "--inject", "grad-layer@26:1,hang@3",
-                        "--hang-timeout", "10")),
+                        "--hang-timeout", "900"),
+                       ("--steps", "40", "--inject", "grad-layer@26:1")),
     }
+    #: run -> {rank: (alert, rank)}: the rank starts once that alert fires on that rank
+    STARTS = {"first-rank": {1: ("GradNormSpike", 0)}}
 
     #: runs that start from another run's last checkpoint (``--init-from``): (that run, options)
     FROM = {"init-skip": ("clean", ("--steps", "3", "--inject", "skip-load:1")),
@@ -219,7 +221,8 @@ class Runs:
                 limit, argv = self.IN_CGROUP[name]
                 train_in_cgroup(run_dir, self.cache, limit, *argv, timeout=600)
             elif name in self.RANKS_WATCHED:
-                watched_ranks(run_dir, self.cache, *self.RANKS_WATCHED[name])
+                watched_ranks(run_dir, self.cache, *self.RANKS_WATCHED[name],
+                              starts=self.STARTS.get(name, {}))
             elif name in self.RANKS:
                 train_ranks(run_dir, self.cache, *self.RANKS[name], timeout=600)
             elif name in self.MSRUN:
@@ -276,10 +279,13 @@ def watched(run_dir: Path, cache: Path, *argv: str, rules: Optional[Path] = None
 
 
 def watched_ranks(run_dir: Path, cache: Path, *per_rank: Sequence[str],
+                  starts: Optional[Dict[int, Tuple[str, int]]] = None,
                   timeout: float = 600) -> None:
-    """One trainer per rank under a live ``msdoctor serve``; when the last rank has ended, the
-    others' ``hang@`` is released (a stop file for another run: it ends the hang, the hooks
-    ignore it), so a rank can wait, hung, while a later one is read."""
+    """One trainer per rank under a live ``msdoctor serve``; a rank of ``starts`` is started
+    once the sidecar has fired the named alert on the named rank (an order of reading that no
+    machine load can change). When the last rank has ended, the others' ``hang@`` is released
+    (a stop file for another run: it ends the hang, the hooks ignore it), so a rank can wait,
+    hung, while a later one is read."""
     from tests.servers import sidecar, wait_until
 
     run_dir.mkdir(parents=True)
@@ -288,6 +294,11 @@ def watched_ranks(run_dir: Path, cache: Path, *per_rank: Sequence[str],
     with sidecar(run_dir, workdir, []):
         procs = []
         for rank, argv in enumerate(per_rank):
+            if rank in (starts or {}):
+                alert, on = (starts or {})[rank]
+                wait_until(lambda: any(a["alert"] == alert and a["rank"] == on
+                                       and a["state"] == "firing" for a in journal(run_dir)),
+                           timeout, what=f"{alert} to fire on rank {on}")
             env = dict(os.environ, PYTHONPATH=str(ROOT), GLOG_v="3", RANK_ID=str(rank),
                        RANK_SIZE=str(len(per_rank)))
             procs.append(subprocess.Popen(command(run_dir, cache, *argv), cwd=str(run_dir.parent),
