@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -202,35 +203,54 @@ class Runs:
     #: runs that start from another run's last checkpoint (``--init-from``): (that run, options)
     FROM = {"init-skip": ("clean", ("--steps", "3", "--inject", "skip-load:1"))}
 
+    #: short runs, mostly the start-up of one core (imports, graph compilation): the first one
+    #: asked for starts the second beside it, which is then ready when a test asks for it
+    COMPANIONS = {"nan": "nan-fp16", "accum": "layers", "clean": "half"}
+
     def __init__(self, base: Path, cache: Path) -> None:
         self.base, self.cache = base, cache
         self.done: Dict[str, Path] = {}
+        self.pending: Dict[str, Future] = {}
+        self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="companion-run")
 
     def __getitem__(self, name: str) -> Path:
+        if name in self.pending:
+            self.done[name] = self.pending.pop(name).result()     # its failure fails this test
         if name not in self.done:
-            run_dir = self.base / name
-            if name in self.IN_CGROUP:
-                run_dir.parent.mkdir(parents=True, exist_ok=True)
-                limit, argv = self.IN_CGROUP[name]
-                train_in_cgroup(run_dir, self.cache, limit, *argv, timeout=600)
-            elif name in self.RANKS:
-                train_ranks(run_dir, self.cache, *self.RANKS[name], timeout=600)
-            elif name in self.MSRUN:
-                train_msrun(run_dir, self.cache, msrun_log(run_dir), *self.MSRUN[name], timeout=600)
-            elif name in self.FROM:
-                source, argv = self.FROM[name]
-                ckpt = sorted((self[source] / "checkpoints" / "rank-0").glob("*.ckpt"))[-1]
-                train(run_dir, self.cache, "--init-from", str(ckpt), *argv, timeout=600)
-            elif name in self.WITH_SIDECAR:
-                rules = None
-                if name in self.RULE_ACTIONS:
-                    rules = rules_with_action(self.base / f"{name}-rules", *self.RULE_ACTIONS[name])
-                watched(run_dir, self.cache, *self.SPECS[name], rules=rules)
-            else:
-                done = train(run_dir, self.cache, *self.SPECS[name], timeout=600)
-                console(run_dir).write_text(done.stdout)
-            self.done[name] = run_dir
+            companion = self.COMPANIONS.get(name)
+            if companion and companion not in self.done and companion not in self.pending:
+                self.pending[companion] = self.background.submit(self._train, companion)
+            self.done[name] = self._train(name)
         return self.done[name]
+
+    def close(self) -> None:
+        """Wait for a companion run no test asked for (its failure is nobody's)."""
+        self.background.shutdown(wait=True)
+
+    def _train(self, name: str) -> Path:
+        """Train run ``name`` into its directory (in this thread)."""
+        run_dir = self.base / name
+        if name in self.IN_CGROUP:
+            run_dir.parent.mkdir(parents=True, exist_ok=True)
+            limit, argv = self.IN_CGROUP[name]
+            train_in_cgroup(run_dir, self.cache, limit, *argv, timeout=600)
+        elif name in self.RANKS:
+            train_ranks(run_dir, self.cache, *self.RANKS[name], timeout=600)
+        elif name in self.MSRUN:
+            train_msrun(run_dir, self.cache, msrun_log(run_dir), *self.MSRUN[name], timeout=600)
+        elif name in self.FROM:
+            source, argv = self.FROM[name]
+            ckpt = sorted((self[source] / "checkpoints" / "rank-0").glob("*.ckpt"))[-1]
+            train(run_dir, self.cache, "--init-from", str(ckpt), *argv, timeout=600)
+        elif name in self.WITH_SIDECAR:
+            rules = None
+            if name in self.RULE_ACTIONS:
+                rules = rules_with_action(self.base / f"{name}-rules", *self.RULE_ACTIONS[name])
+            watched(run_dir, self.cache, *self.SPECS[name], rules=rules)
+        else:
+            done = train(run_dir, self.cache, *self.SPECS[name], timeout=600)
+            console(run_dir).write_text(done.stdout)
+        return run_dir
 
 
 def console(run_dir: Path) -> Path:
