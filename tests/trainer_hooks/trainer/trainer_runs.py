@@ -134,7 +134,7 @@ def value(event: Dict, name: str) -> float:
 
 
 #: Steps of the long pair of runs: lr-high's GradNormSpikesRecurring needs its 4th separate
-#: spike within 500 steps (step 940 on this seed); MemoryGrowth fires on leak@1 within ~60 steps.
+#: spike within 500 steps (step 940 on this seed); MemoryGrowth fires on leak@1 at step 138.
 LONG = 1000
 #: The schedule (warm-up, cosine) both long runs keep: the one these seeds were measured on;
 #: ``--stop-after`` ends them at step ``LONG``, their first steps those of the full schedule.
