@@ -1,0 +1,101 @@
+"""The sort-free order statistics give the values of a sort of each window, bit for bit."""
+import numpy as np
+import pytest
+
+from msdoctor.core.engine import orderstats
+from msdoctor.core.engine.orderstats import row_median, row_quantile, sorted_windows
+from msdoctor.core.engine.selection import Selection, pays
+from tests.msdoctor.core.engine.helpers import run_expr
+from tests.msdoctor.core.engine.test_windows import REFERENCES, SIZES, make_series, naive
+
+
+def random_values(rng: np.random.Generator, n: int, kind: int) -> np.ndarray:
+    if kind == 0:
+        return rng.normal(size=n)
+    if kind == 1:
+        return np.round(rng.normal(size=n) * 2) / 2                 # many ties
+    if kind == 2:
+        return rng.standard_cauchy(n) * 1e300                       # huge values
+    if kind == 3:
+        values = np.full(n, 3.0)
+        values[rng.random(n) < 0.2] = -1e-300
+        return values
+    return rng.choice([0.0, 1.0, -2.5, 1e-308, -1e308], size=n)   # a few values, subnormal
+
+
+def random_windows(rng: np.random.Generator, n: int, width: int):
+    hi = np.sort(rng.integers(0, n + 1, size=int(rng.integers(1, 300))))
+    lo = np.maximum(hi - rng.integers(0, width + 1, size=hi.shape[0]), 0)
+    return lo, hi
+
+
+def reference_sorted(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    width = int((hi - lo).max()) if lo.shape[0] else 0
+    matrix = np.full((lo.shape[0], width), np.inf)
+    for row, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
+        matrix[row, :b - a] = np.sort(values[a:b])
+    return matrix
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_the_kth_smallest_of_every_window_is_the_sorted_windows_kth_value(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    values = random_values(rng, n, seed % 5)
+    lo, hi = random_windows(rng, n, int(rng.integers(1, 600)))
+    expected = reference_sorted(values, lo, hi)
+    selection = Selection(values)
+    cnt = hi - lo
+    rows = np.flatnonzero(cnt > 0)
+    k = (rng.random(rows.shape[0]) * cnt[rows]).astype(np.int64)
+    np.testing.assert_array_equal(selection.kth(lo[rows], hi[rows], k), expected[rows, k])
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(selection.median(lo, hi), row_median(expected, cnt))
+        for q in (0.0, 0.01, 0.25, 0.9, 1.0):
+            np.testing.assert_array_equal(selection.quantile(lo, hi, q),
+                                          row_quantile(expected, cnt, q))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_windows_sorted_by_rank_are_the_windows_sorted_by_value(seed):
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(1, 4000))
+    values = random_values(rng, n, seed % 5)
+    lo, hi = random_windows(rng, n, int(rng.integers(orderstats.RANK_WIDTH, 700)))
+    matrix, cnt = sorted_windows(values, lo, hi)
+    np.testing.assert_array_equal(matrix, reference_sorted(values, lo, hi))
+    np.testing.assert_array_equal(cnt, hi - lo)
+
+
+def test_a_batch_too_large_for_16_bit_ranks_is_sorted_by_value():
+    rng = np.random.default_rng(7)
+    values = rng.normal(size=40_000)
+    lo = np.arange(0, 40_000 - 100, 97)
+    matrix, _ = sorted_windows(values, lo, lo + 100)
+    np.testing.assert_array_equal(matrix, reference_sorted(values, lo, lo + 100))
+
+
+def test_selection_pays_for_long_windows_of_a_long_batch_only():
+    assert pays(10_000, 10_000, 50)             # a replay batch, a window at every step
+    assert pays(10_000, 1_500, 200)             # anchors every 7 steps
+    assert not pays(300_000, 1_024, 50)         # a live poll: one row per rank, long carries
+    assert not pays(10_000, 10_000, 5)
+
+
+@pytest.mark.parametrize("expr", sorted(e for e in REFERENCES if e.startswith(("median", "quantile"))))
+@pytest.mark.parametrize("sparse", [False, True])
+def test_median_and_quantile_through_the_selection_match_the_naive_reference(expr, sparse,
+                                                                              monkeypatch):
+    """And bit for bit the values of the path that sorts every window by value."""
+    steps, values = make_series(seed=len(expr) + sparse, sparse=sparse)
+    expected = naive(steps, values, REFERENCES[expr])
+    text = expr.replace("(x,", "(loss,")
+    for sizes in SIZES:
+        monkeypatch.setattr(orderstats, "pays", lambda *a, **k: False)
+        monkeypatch.setattr(orderstats, "RANK_WIDTH", 10**9)
+        sorting = run_expr(text, steps, {"loss": values}, sizes)
+        monkeypatch.setattr(orderstats, "pays", lambda *a, **k: True)
+        got = run_expr(text, steps, {"loss": values}, sizes)
+        np.testing.assert_array_equal(got, sorting, err_msg=f"{expr} with batch sizes {sizes}")
+        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9, equal_nan=True,
+                                   err_msg=f"{expr} with batch sizes {sizes}")
