@@ -12,10 +12,17 @@ import math
 from typing import Any, Dict, Hashable, List, Optional, Tuple
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from msdoctor.core.engine.nodes import Frame, Node, Out, locf, locf_segments
-from msdoctor.core.engine.selection import Selection, pays
+from msdoctor.core.engine.selection import (  # noqa: F401 - re-exported
+    Selection,
+    constant,
+    pays,
+    row_mad,
+    row_median,
+    row_quantile,
+    sorted_windows,
+)
 from msdoctor.core.engine.windows import (
     _EMPTY_F,
     _EMPTY_I,
@@ -36,120 +43,6 @@ SPIKE_Z = 6.0
 def stride(n: int) -> int:
     """Step distance between anchors for a window of ``n`` steps."""
     return 1 if n < 64 else -(-n // 32)
-
-
-#: From this window width on, windows are sorted as 16-bit ranks (a radix sort).
-RANK_WIDTH = 32
-
-
-def sorted_windows(V: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Each window ``V[lo:hi]`` sorted into a row padded with +inf; and the counts.
-
-    Wide windows over fewer than 2^15 points are sorted as the points' ranks (int16, which
-    numpy sorts by radix, 2-4x faster than a float sort of rows 200 wide), then turned back
-    into values: the same rows, since ranks order the points as their values do.
-    """
-    cnt = hi - lo
-    width = int(cnt.max()) if cnt.shape[0] else 0
-    if width == 0:
-        return np.zeros((lo.shape[0], 0)), cnt
-    if constant(V, lo, hi) is not None:     # a constant signal's rows are already sorted
-        return window_matrix(V, lo, cnt, width, np.inf), cnt
-    base, top = int(lo.min()), int(hi.max())
-    n = top - base
-    if width >= RANK_WIDTH and n < 2**15 - 1:
-        points = V[base:top]
-        order = np.argsort(points, kind="stable")
-        ranks = np.empty(n, dtype=np.int16)
-        ranks[order] = np.arange(n, dtype=np.int16)
-        matrix = window_matrix(ranks, lo - base, cnt, width, n)
-        matrix.sort(axis=1, kind="stable")
-        return np.append(points[order], np.inf).take(matrix), cnt
-    matrix = window_matrix(V, lo, cnt, width, np.inf)
-    matrix.sort(axis=1, kind="stable")      # timsort: faster than quicksort on these rows
-    return matrix, cnt
-
-
-def window_matrix(V: np.ndarray, lo: np.ndarray, cnt: np.ndarray, width: int, pad: Any
-                  ) -> np.ndarray:
-    """The windows ``V[lo:lo+cnt]`` as rows ``width`` wide, padded with ``pad`` (a copy)."""
-    full = cnt == width
-    if full.all():                          # every window full: from a strided view
-        return sliding_window_view(V, width)[lo]
-    matrix = np.empty((lo.shape[0], width), dtype=V.dtype)
-    if full.any():
-        matrix[full] = sliding_window_view(V, width)[lo[full]]
-    part = np.flatnonzero(~full)
-    offsets = np.arange(width)
-    padded = V[np.minimum(lo[part, None] + offsets[None, :], V.shape[0] - 1)]
-    padded[offsets[None, :] >= cnt[part, None]] = pad
-    matrix[part] = padded
-    return matrix
-
-
-def constant(V: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Optional[float]:
-    """The value of every point in the windows ``V[lo:hi]`` if they are all equal (and
-    non-zero: 0.0 and -0.0 are equal but not the same), else None."""
-    if lo.shape[0] == 0:
-        return None
-    seen = V[int(lo.min()):int(hi.max())]
-    if seen.shape[0] == 0:
-        return None
-    first = seen[0]
-    if first != 0 and seen.min() == first and seen.max() == first:
-        return first
-    return None
-
-
-def row_median(matrix: np.ndarray, cnt: np.ndarray) -> np.ndarray:
-    """Median of each sorted, +inf-padded row with ``cnt`` valid values (NaN if none)."""
-    out = np.full(cnt.shape[0], np.nan)
-    ok = cnt > 0
-    if ok.any():
-        rows = np.flatnonzero(ok)
-        c = cnt[ok]
-        out[ok] = (matrix[rows, (c - 1) // 2] + matrix[rows, c // 2]) / 2.0
-    return out
-
-
-def row_mad(matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
-    """Median of ``|row - med|`` over each sorted row's ``cnt`` values (NaN if none).
-
-    The same value as sorting the deviations and taking their :func:`row_median`,
-    without that sort: in a sorted row the deviations fall towards the middle
-    ``p = c // 2`` and rise after it, two sorted runs (``left[j] = |row[p-1-j] - med|``,
-    ``right[j] = |row[p+j] - med|``); the k-th smallest of their merge is found by
-    a binary search on how many come from the left run, for every row at once.
-    """
-    out = np.full(cnt.shape[0], np.nan)
-    rows = np.flatnonzero(cnt > 0)
-    if rows.shape[0] == 0:
-        return out
-    width = matrix.shape[1]
-    flat = matrix.reshape(-1)
-    c = np.concatenate((cnt[rows], cnt[rows]))
-    k = np.concatenate(((c[:rows.shape[0]] - 1) // 2, c[rows.shape[0]:] // 2))
-    m = np.concatenate((med[rows], med[rows]))
-    base = np.concatenate((rows, rows)) * width
-    p = c // 2
-    lo = np.maximum(k + 1 - (c - p), 0)
-    hi = np.minimum(k + 1, p)
-    left0 = base + p - 1                      # left[j] is flat[left0 - j]
-    right0 = base + p + k                     # right[k - j] is flat[right0 - j]
-    for _ in range(int(width).bit_length()):  # lo == hi everywhere after these halvings
-        mid = (lo + hi) >> 1
-        more = (np.abs(flat.take(left0 - mid, mode="clip") - m)
-                < np.abs(flat.take(right0 - mid, mode="clip") - m))
-        more &= lo < hi                       # the k-th needs more than mid from the left
-        lo = np.where(more, mid + 1, lo)
-        hi = np.where(more | (lo >= hi), hi, mid)
-    a = lo
-    from_left = np.where(a > 0, np.abs(flat.take(left0 - a + 1, mode="clip") - m), -np.inf)
-    from_right = np.where(k - a >= 0, np.abs(flat.take(right0 - a, mode="clip") - m), -np.inf)
-    kth = np.maximum(from_left, from_right)
-    half = rows.shape[0]
-    out[rows] = (kth[:half] + kth[half:]) / 2.0
-    return out
 
 
 def _anchored(steps: np.ndarray, s: int, before: bool, offset: Any = None
@@ -308,19 +201,6 @@ class Median(OrderStatistic):
 
     def select(self, selection: Selection, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         return selection.median(lo, hi)
-
-
-def row_quantile(matrix: np.ndarray, cnt: np.ndarray, q: float) -> np.ndarray:
-    """The q-quantile (linear interpolation, as ``np.quantile``) of each sorted, padded row."""
-    out = np.full(cnt.shape[0], np.nan)
-    rows = np.flatnonzero(cnt > 0)
-    if rows.shape[0]:
-        pos = q * (cnt[rows] - 1)
-        below = np.floor(pos).astype(np.int64)
-        above = np.minimum(below + 1, cnt[rows] - 1)
-        a, b = matrix[rows, below], matrix[rows, above]
-        out[rows] = a + (pos - below) * (b - a)
-    return out
 
 
 class Quantile(OrderStatistic):

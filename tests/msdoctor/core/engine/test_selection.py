@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from msdoctor.core.engine import orderstats
+from msdoctor.core.engine import orderstats, selection
 from msdoctor.core.engine.orderstats import row_median, row_quantile, sorted_windows
 from msdoctor.core.engine.selection import Selection, pays
 from tests.msdoctor.core.engine.helpers import run_expr
@@ -61,7 +61,7 @@ def test_windows_sorted_by_rank_are_the_windows_sorted_by_value(seed):
     rng = np.random.default_rng(100 + seed)
     n = int(rng.integers(1, 4000))
     values = random_values(rng, n, seed % 5)
-    lo, hi = random_windows(rng, n, int(rng.integers(orderstats.RANK_WIDTH, 700)))
+    lo, hi = random_windows(rng, n, int(rng.integers(selection.RANK_WIDTH, 700)))
     matrix, cnt = sorted_windows(values, lo, hi)
     np.testing.assert_array_equal(matrix, reference_sorted(values, lo, hi))
     np.testing.assert_array_equal(cnt, hi - lo)
@@ -92,7 +92,7 @@ def test_median_and_quantile_through_the_selection_match_the_naive_reference(exp
     text = expr.replace("(x,", "(loss,")
     for sizes in SIZES:
         monkeypatch.setattr(orderstats, "pays", lambda *a, **k: False)
-        monkeypatch.setattr(orderstats, "RANK_WIDTH", 10**9)
+        monkeypatch.setattr(selection, "RANK_WIDTH", 10**9)
         sorting = run_expr(text, steps, {"loss": values}, sizes)
         monkeypatch.setattr(orderstats, "pays", lambda *a, **k: True)
         got = run_expr(text, steps, {"loss": values}, sizes)
