@@ -15,12 +15,16 @@ import numpy as np
 
 from msdoctor.core.engine.nodes import Frame, Node, Out, locf, locf_segments
 from msdoctor.core.engine.selection import (  # noqa: F401 - re-exported
+    Picker,
     Selection,
+    Sliding,
     constant,
     pays,
+    rank_filter,
     row_mad,
     row_median,
     row_quantile,
+    sliding_pays,
     sorted_windows,
 )
 from msdoctor.core.engine.windows import (
@@ -86,27 +90,22 @@ def anchor_windows(frame: Frame, key: Hashable, V: np.ndarray, lo: np.ndarray, h
     return matrix, cnt, med
 
 
-def selection_of(frame: Frame, key: Hashable, V: np.ndarray, lo: np.ndarray, hi: np.ndarray
-                 ) -> Optional[Tuple[Selection, int]]:
-    """A :class:`Selection` of the points ``V[base:]`` the windows ``V[lo:hi]`` read, and
-    ``base``, when it is cheaper than sorting the windows (else None).
-
-    Operators over the same argument with the same window (``median(x, n, m)`` and
-    ``quantile(x, n, q, m)``) keep the same points: the second reuses the first's selection
-    (``frame.memo``) when its points are equal.
-    """
-    base, top = int(lo.min()), int(hi.max())
-    points = V[base:top]
+def selection_of(frame: Frame, key: Hashable, points: np.ndarray, lo: np.ndarray,
+                 hi: np.ndarray) -> Optional[Selection]:
+    """A :class:`Selection` of ``points`` for the windows ``points[lo:hi]`` when it costs less
+    than sorting them (else None). Operators over the same argument with the same window
+    (``median(x, n, m)``, ``quantile(x, n, q, m)``) keep the same points: the second reuses
+    the first's selection (``frame.memo``) when its points are equal."""
     memo = frame.memo.get(("select", key))
     if memo is not None:
         m_points, m_selection = memo
         if m_points.shape == points.shape and np.array_equal(m_points, points):
-            return m_selection, base
+            return m_selection
     if not pays(points.shape[0], lo.shape[0], int((hi - lo).max())):
         return None
     selection = Selection(points)
     frame.memo[("select", key)] = (points, selection)
-    return selection, base
+    return selection
 
 
 def min_points(node: Node, at: int = 1) -> int:
@@ -155,7 +154,7 @@ class OrderStatistic(WindowNode):
     def pick(self, matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def select(self, selection: Selection, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    def select(self, selection: Picker, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """The same values as :meth:`pick`, from a :class:`Selection` of the points."""
         raise NotImplementedError
 
@@ -166,11 +165,40 @@ class OrderStatistic(WindowNode):
             return np.where(hi > lo, value, np.nan)[inverse]   # e.g. tokens per step
         key = ("windows", self.children[0].key, self.n_steps, least)
         if key not in frame.memo and anchors.shape[0]:
-            found = selection_of(frame, key, V, lo, hi)
-            if found is not None:
-                selection, base = found
-                return self.select(selection, lo - base, hi - base)[inverse]
+            picked = self._picked(frame, key, V, lo, hi)
+            if picked is not None:
+                return picked[inverse]
         return self.pick(*anchor_windows(frame, key, V, lo, hi, anchors))[inverse]
+
+    def _picked(self, frame: Frame, key: Hashable, V: np.ndarray, lo: np.ndarray,
+                hi: np.ndarray) -> Optional[np.ndarray]:
+        """The windows' values without sorting them, where that costs less (None: sort all).
+
+        Windows of the most common point counts (full windows: one or two counts when a few
+        points are not finite) come from a sliding rank filter each (:class:`Sliding`), the
+        others from a :class:`Selection` or, if that does not pay, sorted."""
+        base = int(lo.min())
+        points = V[base:int(hi.max())]
+        lo, hi = lo - base, hi - base
+        cnt = hi - lo
+        out = np.empty(lo.shape[0])
+        left = np.ones(lo.shape[0], dtype=bool)
+        if rank_filter() is not None:
+            widths, counts = np.unique(cnt, return_counts=True)
+            for at in np.argsort(-counts, kind="stable")[:3].tolist():
+                width = int(widths[at])
+                if width and sliding_pays(points.shape[0], int(counts[at]), width):
+                    rows = cnt == width
+                    out[rows] = self.select(Sliding(points, width), lo[rows], hi[rows])
+                    left &= ~rows
+        rest = np.flatnonzero(left)
+        if rest.shape[0] == lo.shape[0]:
+            selection = selection_of(frame, key, points, lo, hi)
+            return None if selection is None else self.select(selection, lo, hi)
+        if rest.shape[0]:
+            matrix, c = sorted_windows(points, lo[rest], hi[rest])
+            out[rest] = self.pick(matrix, c, row_median(matrix, c))
+        return out
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
         n, least = self.n_steps, self.least()
@@ -199,7 +227,7 @@ class Median(OrderStatistic):
     def pick(self, matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
         return med
 
-    def select(self, selection: Selection, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    def select(self, selection: Picker, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         return selection.median(lo, hi)
 
 
@@ -214,7 +242,7 @@ class Quantile(OrderStatistic):
     def pick(self, matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
         return row_quantile(matrix, cnt, float(self.params[1]))
 
-    def select(self, selection: Selection, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    def select(self, selection: Picker, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         return selection.quantile(lo, hi, float(self.params[1]))
 
 

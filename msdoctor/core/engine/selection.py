@@ -18,7 +18,7 @@ puts at position ``k`` (``tests/msdoctor/core/engine/test_selection.py``).
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -26,6 +26,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 #: Rough CPU cost, in ns, of one level of the build per point, of one level of a query,
 #: and of sorting one window element per comparison level (measured with numpy 1.26).
 _BUILD_NS, _QUERY_NS, _SORT_NS = 30.0, 25.0, 4.0
+#: ... and of a sliding rank filter (SciPy) per point, for two order statistics.
+_FILTER_NS = 150.0
 
 
 def pays(points: int, queries: int, width: int, picks: int = 2) -> bool:
@@ -38,7 +40,43 @@ def pays(points: int, queries: int, width: int, picks: int = 2) -> bool:
     return select < _SORT_NS * queries * width * math.log2(width)
 
 
-class Selection:
+class Picker:
+    """Median and quantiles of windows from two order statistics of each (:meth:`pairs`)."""
+
+    def pairs(self, lo: np.ndarray, hi: np.ndarray, first: np.ndarray, second: np.ndarray
+              ) -> Tuple[np.ndarray, np.ndarray]:
+        """The ``first``-th and the ``second``-th smallest of each (non-empty) ``V[lo:hi]``."""
+        raise NotImplementedError
+
+    def median(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Median of each window (the mean of its two middle values; NaN if empty), as
+        :func:`row_median` of the sorted window."""
+        cnt = hi - lo
+        out = np.full(cnt.shape[0], np.nan)
+        rows = np.flatnonzero(cnt > 0)
+        if rows.shape[0]:
+            c = cnt[rows]
+            x, y = self.pairs(lo[rows], hi[rows], (c - 1) // 2, c // 2)
+            out[rows] = (x + y) / 2.0
+        return out
+
+    def quantile(self, lo: np.ndarray, hi: np.ndarray, q: float) -> np.ndarray:
+        """The q-quantile (linear interpolation) of each window, as :func:`row_quantile` of
+        the sorted window."""
+        cnt = hi - lo
+        out = np.full(cnt.shape[0], np.nan)
+        rows = np.flatnonzero(cnt > 0)
+        if rows.shape[0]:
+            c = cnt[rows]
+            pos = q * (c - 1)
+            below = np.floor(pos).astype(np.int64)
+            above = np.minimum(below + 1, c - 1)
+            x, y = self.pairs(lo[rows], hi[rows], below, above)
+            out[rows] = x + (pos - below) * (y - x)
+        return out
+
+
+class Selection(Picker):
     """Order statistics of windows of ``V`` (finite values): see the module text."""
 
     def __init__(self, V: np.ndarray) -> None:
@@ -78,35 +116,51 @@ class Selection:
             rank += right
         return self.values.take(rank)
 
-    def median(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """Median of each window (the mean of its two middle values; NaN if empty), as
-        :func:`msdoctor.core.engine.orderstats.row_median` of the sorted window."""
-        cnt = hi - lo
-        out = np.full(cnt.shape[0], np.nan)
-        rows = np.flatnonzero(cnt > 0)
-        if rows.shape[0]:
-            c, a = cnt[rows], lo[rows]
-            both = self.kth(np.concatenate((a, a)), np.concatenate((a + c, a + c)),
-                            np.concatenate(((c - 1) // 2, c // 2)))
-            out[rows] = (both[:rows.shape[0]] + both[rows.shape[0]:]) / 2.0
-        return out
+    def pairs(self, lo: np.ndarray, hi: np.ndarray, first: np.ndarray, second: np.ndarray
+              ) -> Tuple[np.ndarray, np.ndarray]:
+        both = self.kth(np.concatenate((lo, lo)), np.concatenate((hi, hi)),
+                        np.concatenate((first, second)))
+        return both[:lo.shape[0]], both[lo.shape[0]:]
 
-    def quantile(self, lo: np.ndarray, hi: np.ndarray, q: float) -> np.ndarray:
-        """The q-quantile (linear interpolation) of each window, as
-        :func:`msdoctor.core.engine.orderstats.row_quantile` of the sorted window."""
-        cnt = hi - lo
-        out = np.full(cnt.shape[0], np.nan)
-        rows = np.flatnonzero(cnt > 0)
-        if rows.shape[0]:
-            c, a = cnt[rows], lo[rows]
-            pos = q * (c - 1)
-            below = np.floor(pos).astype(np.int64)
-            above = np.minimum(below + 1, c - 1)
-            both = self.kth(np.concatenate((a, a)), np.concatenate((a + c, a + c)),
-                            np.concatenate((below, above)))
-            x, y = both[:rows.shape[0]], both[rows.shape[0]:]
-            out[rows] = x + (pos - below) * (y - x)
-        return out
+
+def rank_filter() -> Any:
+    """``scipy.ndimage.rank_filter`` (a sliding order statistic in C), or None without SciPy."""
+    global _RANK_FILTER
+    if _RANK_FILTER is False:
+        try:
+            from scipy.ndimage import rank_filter as found
+        except ImportError:          # SciPy is optional (MindSpore brings it to training nodes)
+            found = None
+        _RANK_FILTER = found
+    return _RANK_FILTER
+
+
+_RANK_FILTER: Any = False
+
+
+class Sliding(Picker):
+    """Order statistics of windows that all hold ``width`` points, from a sliding rank
+    filter over ``V`` (:func:`rank_filter`): the ``k``-th smallest of every ``V[i:i+width]``
+    at once, in C; exactly the values a sort of each window gives."""
+
+    def __init__(self, V: np.ndarray, width: int) -> None:
+        self.V, self.width = V, width
+        self.filtered: Dict[int, np.ndarray] = {}
+
+    def kth(self, lo: np.ndarray, k: int) -> np.ndarray:
+        out = self.filtered.get(k)
+        if out is None:
+            out = self.filtered[k] = rank_filter()(self.V, rank=k, size=self.width, mode="nearest")
+        return out[lo + self.width // 2]      # the window of output i starts at i - width // 2
+
+    def pairs(self, lo: np.ndarray, hi: np.ndarray, first: np.ndarray, second: np.ndarray
+              ) -> Tuple[np.ndarray, np.ndarray]:
+        return self.kth(lo, int(first[0])), self.kth(lo, int(second[0]))
+
+
+def sliding_pays(points: int, queries: int, width: int) -> bool:
+    """Whether a sliding filter over ``points`` costs less than sorting ``queries`` windows."""
+    return width >= 8 and _FILTER_NS * points < _SORT_NS * queries * width * math.log2(width)
 
 
 #: From this window width on, windows are sorted as 16-bit ranks (a radix sort).

@@ -4,7 +4,7 @@ import pytest
 
 from msdoctor.core.engine import orderstats, selection
 from msdoctor.core.engine.orderstats import row_median, row_quantile, sorted_windows
-from msdoctor.core.engine.selection import Selection, pays
+from msdoctor.core.engine.selection import Selection, Sliding, pays, rank_filter
 from tests.msdoctor.core.engine.helpers import run_expr
 from tests.msdoctor.core.engine.test_windows import REFERENCES, SIZES, make_series, naive
 
@@ -82,19 +82,46 @@ def test_selection_pays_for_long_windows_of_a_long_batch_only():
     assert not pays(10_000, 10_000, 5)
 
 
+@pytest.mark.skipif(rank_filter() is None, reason="SciPy is not installed")
+@pytest.mark.parametrize("seed", range(30))
+def test_a_sliding_rank_filter_gives_the_sorted_full_windows_values(seed):
+    rng = np.random.default_rng(200 + seed)
+    n = int(rng.integers(2, 3000))
+    values = random_values(rng, n, seed % 5)
+    width = int(rng.integers(1, min(n, 600) + 1))
+    lo = np.unique(rng.integers(0, n - width + 1, size=int(rng.integers(1, 300))))
+    hi = lo + width
+    expected = reference_sorted(values, lo, hi)
+    sliding = Sliding(values, width)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(sliding.median(lo, hi), row_median(expected, hi - lo))
+        for q in (0.0, 0.01, 0.25, 0.9, 1.0):
+            np.testing.assert_array_equal(sliding.quantile(lo, hi, q),
+                                          row_quantile(expected, hi - lo, q))
+
+
+PATHS = {"selection": (lambda: None, lambda *a: False), "sliding": (rank_filter, lambda *a: True)}
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
 @pytest.mark.parametrize("expr", sorted(e for e in REFERENCES if e.startswith(("median", "quantile"))))
 @pytest.mark.parametrize("sparse", [False, True])
-def test_median_and_quantile_through_the_selection_match_the_naive_reference(expr, sparse,
-                                                                              monkeypatch):
+def test_median_and_quantile_without_sorting_match_the_naive_reference(expr, sparse, path,
+                                                                       monkeypatch):
     """And bit for bit the values of the path that sorts every window by value."""
+    if path == "sliding" and rank_filter() is None:
+        pytest.skip("SciPy is not installed")
     steps, values = make_series(seed=len(expr) + sparse, sparse=sparse)
     expected = naive(steps, values, REFERENCES[expr])
     text = expr.replace("(x,", "(loss,")
     for sizes in SIZES:
         monkeypatch.setattr(orderstats, "pays", lambda *a, **k: False)
+        monkeypatch.setattr(orderstats, "sliding_pays", lambda *a, **k: False)
         monkeypatch.setattr(selection, "RANK_WIDTH", 10**9)
         sorting = run_expr(text, steps, {"loss": values}, sizes)
         monkeypatch.setattr(orderstats, "pays", lambda *a, **k: True)
+        monkeypatch.setattr(orderstats, "rank_filter", PATHS[path][0])
+        monkeypatch.setattr(orderstats, "sliding_pays", PATHS[path][1])
         got = run_expr(text, steps, {"loss": values}, sizes)
         np.testing.assert_array_equal(got, sorting, err_msg=f"{expr} with batch sizes {sizes}")
         np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9, equal_nan=True,
