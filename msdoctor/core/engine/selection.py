@@ -17,6 +17,7 @@ puts at position ``k`` (``tests/msdoctor/core/engine/test_selection.py``).
 """
 from __future__ import annotations
 
+import importlib
 import math
 from typing import Any, Dict, Optional, Tuple
 
@@ -83,7 +84,7 @@ class Selection(Picker):
         n = V.shape[0]
         order = np.argsort(V, kind="stable")
         self.values = V[order]
-        dtype = np.int32 if n < 2**31 - 1 else np.int64
+        dtype: Any = np.int32 if n < 2**31 - 1 else np.int64
         rank = np.empty(n, dtype=dtype)
         rank[order] = np.arange(n, dtype=dtype)
         self.levels = max(1, (n - 1).bit_length())
@@ -128,7 +129,7 @@ def rank_filter() -> Any:
     global _RANK_FILTER
     if _RANK_FILTER is False:
         try:
-            from scipy.ndimage import rank_filter as found
+            found = importlib.import_module("scipy.ndimage").rank_filter
         except ImportError:          # SciPy is optional (MindSpore brings it to training nodes)
             found = None
         _RANK_FILTER = found
