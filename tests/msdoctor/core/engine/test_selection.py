@@ -6,7 +6,7 @@ from msdoctor.core.engine import orderstats, selection
 from msdoctor.core.engine.orderstats import row_median, row_quantile, sorted_windows
 from msdoctor.core.engine.selection import Selection, Sliding, pays, rank_filter
 from tests.msdoctor.core.engine.helpers import run_expr
-from tests.msdoctor.core.engine.test_windows import REFERENCES, SIZES, make_series, naive
+from tests.msdoctor.core.engine.test_windows import REFERENCES, make_series
 
 
 def random_values(rng: np.random.Generator, n: int, kind: int) -> np.ndarray:
@@ -37,7 +37,7 @@ def reference_sorted(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.n
     return matrix
 
 
-@pytest.mark.parametrize("seed", range(50))
+@pytest.mark.parametrize("seed", range(25))
 def test_the_kth_smallest_of_every_window_is_the_sorted_windows_kth_value(seed):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 3000))
@@ -56,7 +56,7 @@ def test_the_kth_smallest_of_every_window_is_the_sorted_windows_kth_value(seed):
                                           row_quantile(expected, cnt, q))
 
 
-@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("seed", range(15))
 def test_windows_sorted_by_rank_are_the_windows_sorted_by_value(seed):
     rng = np.random.default_rng(100 + seed)
     n = int(rng.integers(1, 4000))
@@ -83,7 +83,7 @@ def test_selection_pays_for_long_windows_of_a_long_batch_only():
 
 
 @pytest.mark.skipif(rank_filter() is None, reason="SciPy is not installed")
-@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("seed", range(15))
 def test_a_sliding_rank_filter_gives_the_sorted_full_windows_values(seed):
     rng = np.random.default_rng(200 + seed)
     n = int(rng.integers(2, 3000))
@@ -106,15 +106,14 @@ PATHS = {"selection": (lambda: None, lambda *a: False), "sliding": (rank_filter,
 @pytest.mark.parametrize("path", sorted(PATHS))
 @pytest.mark.parametrize("expr", sorted(e for e in REFERENCES if e.startswith(("median", "quantile"))))
 @pytest.mark.parametrize("sparse", [False, True])
-def test_median_and_quantile_without_sorting_match_the_naive_reference(expr, sparse, path,
-                                                                       monkeypatch):
-    """And bit for bit the values of the path that sorts every window by value."""
+def test_median_and_quantile_without_sorting_equal_the_sorting_path_bit_for_bit(expr, sparse, path,
+                                                                              monkeypatch):
+    """The sorting path is held to the naive reference by test_windows.py."""
     if path == "sliding" and rank_filter() is None:
         pytest.skip("SciPy is not installed")
     steps, values = make_series(seed=len(expr) + sparse, sparse=sparse)
-    expected = naive(steps, values, REFERENCES[expr])
     text = expr.replace("(x,", "(loss,")
-    for sizes in SIZES:
+    for sizes in ([10_000], [7], [3, 50, 1, 100]):
         monkeypatch.setattr(orderstats, "pays", lambda *a, **k: False)
         monkeypatch.setattr(orderstats, "sliding_pays", lambda *a, **k: False)
         monkeypatch.setattr(selection, "RANK_WIDTH", 10**9)
@@ -124,5 +123,3 @@ def test_median_and_quantile_without_sorting_match_the_naive_reference(expr, spa
         monkeypatch.setattr(orderstats, "sliding_pays", PATHS[path][1])
         got = run_expr(text, steps, {"loss": values}, sizes)
         np.testing.assert_array_equal(got, sorting, err_msg=f"{expr} with batch sizes {sizes}")
-        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9, equal_nan=True,
-                                   err_msg=f"{expr} with batch sizes {sizes}")
