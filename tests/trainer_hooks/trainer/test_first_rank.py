@@ -3,7 +3,8 @@
 Rank 1's block 1 spikes first (step 26) but is read late: it starts only once the sidecar has
 fired rank 0's GradNormSpike (block 0, step 32); rank 0 then hangs until rank 1 has ended. So
 the live sidecar fires rank 0's alert before it has read rank 1's spike, whatever the machine's
-load, and its ``first_rank`` is corrected while it fires; ``msdoctor replay`` reads both ranks at once and names rank 1 from the start.
+load, and its ``first_rank`` is corrected while it fires; ``msdoctor replay`` reads both ranks
+at once and names rank 1 from the start.
 """
 from __future__ import annotations
 

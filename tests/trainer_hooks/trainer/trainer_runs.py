@@ -325,8 +325,9 @@ def watched_ranks(run_dir: Path, cache: Path, *per_rank: Sequence[str],
         for rank, argv in enumerate(per_rank):
             if rank in (starts or {}):
                 alert, on = (starts or {})[rank]
-                wait_until(lambda: any(a["alert"] == alert and a["rank"] == on
-                                       and a["state"] == "firing" for a in journal(run_dir)),
+                wait_until(lambda alert=alert, on=on: any(
+                    a["alert"] == alert and a["rank"] == on and a["state"] == "firing"
+                    for a in journal(run_dir)),
                            timeout, what=f"{alert} to fire on rank {on}")
             env = dict(os.environ, PYTHONPATH=str(ROOT), GLOG_v="3", RANK_ID=str(rank),
                        RANK_SIZE=str(len(per_rank)))
