@@ -9,3 +9,27 @@ tests import MindSpore later, so the session chooses MindSpore's setting before 
 import os
 
 os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
+
+
+def _group(path: str) -> str:
+    """The worker group of a test under ``pytest -n`` (``--dist loadgroup``): tests sharing a
+    costly session fixture stay in one worker (the real trainer runs of ``tests/trainer_hooks/
+    trainer``; the toy networks of the rest of ``tests/trainer_hooks``), every other file is a
+    group of its own, so a module fixture is built once."""
+    parts = path.replace(os.sep, "/").split("/")
+    if parts[:3] == ["tests", "trainer_hooks", "trainer"]:
+        return "trainer-runs"
+    if parts[:2] == ["tests", "trainer_hooks"]:
+        return "trainer-toys"
+    return "/".join(parts)
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    import pytest
+
+    root = str(config.rootpath)
+    for item in items:
+        path = os.path.relpath(str(item.path), root)
+        item.add_marker(pytest.mark.xdist_group(name=_group(path)))

@@ -39,6 +39,10 @@ training run, so the signals the hooks record are what the fault really does:
 - ``frozen-layer:L``: decoder block L is left out of the optimizer (its weights stay at init).
 - ``skip-load:L``: with ``--init-from CKPT``, block L's keys are skipped when loading.
 - ``vocab-mismatch``: the embedding has fewer rows than the tokenizer's vocabulary.
+- ``load-nothing``: with ``--init-from CKPT``, no key of the checkpoint is loaded (a converter
+  whose names all miss): the run declares pretrained weights but starts from random init.
+- ``init-scale@K``: before step 1 every weight matrix is multiplied by K (an initializer with
+  a far too large scale): the first loss stands far above ln(vocab size).
 - ``bad-data@S:N``: the N consecutive batches of the data stream from the one step S reads are
   garbage (the corrupt shard's rare tokens): the loss jumps and stays up for many steps. The
   garbage belongs to the data, so a run that skips those batches (``skip_batches``, a
@@ -61,7 +65,7 @@ from trainer_hooks.wire import STOP_FILE
 FORMS = ("nan@STEP", "spike@STEP", "periodic@K", "stall@STEP", "slow-data@MS", "lr-high",
          "loss-scale-low", "leak[@MB]", "hang@STEP", "accum-mismatch", "grad-layer@STEP:L",
          "nan-layer@STEP:L", "frozen-layer:L", "skip-load:L", "vocab-mismatch", "bad-data@STEP:N",
-         "slow-data@MS:FROM-TO", "crash@STEP")
+         "load-nothing", "init-scale@K", "slow-data@MS:FROM-TO", "crash@STEP")
 
 #: name -> (argument required?, argument allowed?, minimum value)
 _KINDS: Dict[str, tuple] = {
@@ -69,7 +73,8 @@ _KINDS: Dict[str, tuple] = {
     "stall": (True, True, 1), "slow-data": (True, True, 1), "hang": (True, True, 1),
     "leak": (False, True, 1), "lr-high": (False, False, 0), "loss-scale-low": (False, False, 0),
     "accum-mismatch": (False, False, 0), "vocab-mismatch": (False, False, 0),
-    "bad-data": (True, True, 1), "crash": (True, True, 1),
+    "bad-data": (True, True, 1), "load-nothing": (False, False, 0), "init-scale": (True, True, 2),
+    "crash": (True, True, 1),
 }
 _FORM = re.compile(r"^(?P<name>[a-z-]+)(?:@(?P<arg>[^@,]*))?$")
 #: Faults aimed at one decoder block: ``name@STEP:L`` or ``name:L``.
@@ -110,6 +115,8 @@ class Injections:
     skip_load: Optional[int] = None
     vocab_mismatch: bool = False
     bad_data: Optional[tuple] = None        # (first data batch, batches)
+    load_nothing: bool = False
+    init_scale: Optional[int] = None
     slow_window: Optional[Tuple[int, int]] = None   # slow-data only for these steps
     crash: Optional[int] = None
     spec: str = ""
@@ -120,11 +127,13 @@ class Injections:
     def as_config(self) -> Dict[str, object]:
         """The injected faults for the recorded config (only those present)."""
         found = {}
-        for name in ("nan", "spike", "periodic", "stall", "slow_data", "hang", "leak", "crash"):
+        for name in ("nan", "spike", "periodic", "stall", "slow_data", "hang", "leak", "init_scale",
+                     "crash"):
             value = getattr(self, name)
             if value is not None:
                 found[name.replace("_", "-")] = value
-        for name in ("lr_high", "loss_scale_low", "accum_mismatch", "vocab_mismatch"):
+        for name in ("lr_high", "loss_scale_low", "accum_mismatch", "vocab_mismatch",
+                     "load_nothing"):
             if getattr(self, name):
                 found[name.replace("_", "-")] = True
         for name in ("grad_layer", "nan_layer", "frozen_layer", "skip_load"):
@@ -342,6 +351,19 @@ def make_callback(injections: Injections, network, schedule, run_dir: str, hang_
                 time.sleep(0.1)
 
     return Injector()
+
+
+def scale_weights(network, factor: float) -> int:
+    """Multiply every weight matrix (2-D and up) of ``network`` by ``factor`` (``init-scale``);
+    how many were scaled."""
+    from mindspore import Tensor
+
+    scaled = 0
+    for param in network.trainable_params():
+        if len(param.shape) >= 2:
+            param.set_data(Tensor(param.asnumpy() * factor))
+            scaled += 1
+    return scaled
 
 
 def boost(switches: Optional[Dict[str, object]], block: int, on: bool) -> None:
