@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Iterable, List, Optional, Tuple
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 from msdoctor.wire import encode, make
 
@@ -113,3 +113,19 @@ def write_diverged_run(run_dir: Path, steps: int = 300, nan_at: int = 100,
         path = run_dir / "events" / f"rank-{rank}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"".join(lines))
+
+
+def append_layers(run_dir: Path, run: str, rank: int, steps: int,
+                  names: Sequence[str] = ("embedding", "layers.0", "layers.1", "lm_head"),
+                  t0: Optional[float] = None) -> None:
+    """Append a ``layers`` event per step (gradient norms; block 1's x1000 at the last step)."""
+    t0 = time.time() if t0 is None else t0
+    lines = []
+    for n in range(1, steps + 1):
+        grads = [1.0 + 0.01 * ((n + i) % 5) for i in range(len(names))]
+        if n == steps and len(names) > 2:
+            grads[2] *= 1000.0
+        lines.append(encode(make("layers", rank, run=run, step=n, t=t0 + n * STEP_TIME,
+                                 names=list(names), grad_norm=grads)))
+    with rank_file(run_dir, rank).open("ab") as f:
+        f.write(b"".join(lines))

@@ -79,7 +79,8 @@ class LayerReader:
     (``layer_names``) then the probes (``probe_names``); from a MindFormers cell it holds one norm
     per optimizer parameter, which is grouped per layer here. Every ``every`` steps it also
     samples each layer's relative weight update from a bounded slice of its largest weight (a
-    copy at the step before, compared at the step): ``update_ratio``.
+    copy at the step before, compared at the step): ``update_ratio``, and from the same slice
+    the layer's ``weight_norm`` (its largest weight's norm, estimated: no further copy).
     """
 
     def __init__(self, train_network: object, optimizer: object, params: Sequence[object],
@@ -134,7 +135,9 @@ class LayerReader:
         self.still = None
         if self._before is not None:
             before, self._before = self._before, None
-            found["update_ratio"] = self._ratios(before, self._slices())
+            after = self._slices()
+            found["update_ratio"] = self._ratios(before, after)
+            found["weight_norm"] = self._norms(after)
         if self.sampled and (step + 1) % self.every == 0:
             self._before = self._slices()
         return found
@@ -145,6 +148,17 @@ class LayerReader:
         for i, value in zip(list(at), to_wire_list(values)):
             row[int(i)] = value
         return row
+
+    def _norms(self, sampled: List[np.ndarray]) -> List[object]:
+        """Each sampled layer's weight norm, estimated from its slice: the norm of its largest
+        weight as the slice's RMS times sqrt(that weight's size) (exact when it fits)."""
+        at, values = [], []
+        for (i, param), a in zip(self.sampled, sampled):
+            if a.size:
+                size = max(int(getattr(param, "size", a.size) or a.size), a.size)
+                at.append(i)
+                values.append(float(np.sqrt(np.mean(np.square(a)) * size)))
+        return self._spread(at, values)
 
     def _ratios(self, before: List[np.ndarray], after: List[np.ndarray]) -> List[object]:
         """Each sampled layer's relative update; sets ``still``: how many layers did not move

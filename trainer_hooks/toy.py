@@ -115,12 +115,12 @@ class Toy:
 
 def build(config: ToyConfig = ToyConfig(), *, loss_scale: bool = False,
           init_loss_scale: float = 2.0 ** 16, scale_window: int = 1000,
-          clip_norm: Optional[float] = 1.0) -> Toy:
+          clip_norm: Optional[float] = 1.0, per_layer: bool = False) -> Toy:
     """Build the network, optimizer, train cell and ``Model`` (GRAPH mode, fp32).
 
     ``loss_scale=False`` uses MindSpore's plain ``TrainOneStepCell`` (``Model(net,
     optimizer=...)``); ``True`` uses :class:`~trainer_hooks.cell.DoctorTrainOneStepCell`
-    with a dynamic loss scale.
+    with a dynamic loss scale (``per_layer``: and per-layer gradient norms, docs/layers.md).
     """
     import mindspore as ms
     from mindspore import nn
@@ -135,7 +135,7 @@ def build(config: ToyConfig = ToyConfig(), *, loss_scale: bool = False,
 
         update = nn.DynamicLossScaleUpdateCell(init_loss_scale, 2, scale_window)
         train_cell = DoctorTrainOneStepCell(network, optimizer, scale_sense=update,
-                                            clip_norm=clip_norm)
+                                            clip_norm=clip_norm, per_layer=per_layer)
     else:
         train_cell = nn.TrainOneStepCell(network, optimizer)
     return Toy(config, network, optimizer, train_cell, Model(train_cell), loss_scale)
@@ -145,7 +145,8 @@ def train(run_dir: Optional[str], steps: int, *, loss_scale: bool = False, sink:
           hooks: bool = True, inject_nan_at: Optional[int] = None, epochs: int = 1,
           toy: Optional[Toy] = None, config: ToyConfig = ToyConfig(),
           callbacks: Sequence[Any] = (), sink_size: int = -1,
-          hook_options: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+          hook_options: Optional[Dict[str, Any]] = None,
+          per_layer: bool = False) -> Dict[str, Any]:
     """Train ``steps`` optimizer steps (``epochs`` epochs of ``steps // epochs`` batches).
 
     Returns a summary: ``{"steps", "seconds", "steps_per_s", "callback"}``. ``toy``
@@ -155,7 +156,7 @@ def train(run_dir: Optional[str], steps: int, *, loss_scale: bool = False, sink:
 
     if steps % epochs:
         raise ValueError(f"steps={steps} must be a multiple of epochs={epochs}")
-    toy = toy or build(config, loss_scale=loss_scale)
+    toy = toy or build(config, loss_scale=loss_scale, per_layer=per_layer)
     data = dataset(steps // epochs, toy.config, inject_nan_at)
     cbs: List[Any] = list(callbacks)
     doctor = None
@@ -183,6 +184,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--steps", type=int, default=200, help="optimizer steps (default 200)")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--loss-scale", action="store_true", help="DoctorTrainOneStepCell + dynamic loss scale")
+    parser.add_argument("--per-layer", action="store_true",
+                        help="with --loss-scale: per-layer gradient norms (layers events)")
     parser.add_argument("--sink", action="store_true", help="dataset_sink_mode=True")
     parser.add_argument("--inject-nan-at", type=int, default=None, metavar="STEP",
                         help="feed an inf input on this step (1-based, every epoch)")
@@ -193,7 +196,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     options = {"expect_tokens_per_s": args.expect_tokens_per_s} if args.expect_tokens_per_s else None
     summary = train(args.run_dir, args.steps, loss_scale=args.loss_scale, sink=args.sink,
                     inject_nan_at=args.inject_nan_at, epochs=args.epochs,
-                    config=LARGE if args.large else ToyConfig(), hook_options=options)
+                    config=LARGE if args.large else ToyConfig(), hook_options=options,
+                    per_layer=args.per_layer)
     print(f"trained {summary['steps']} steps in {summary['seconds']:.1f} s "
           f"({summary['steps_per_s']:.1f} steps/s); events in {args.run_dir}/events/")
     return 0

@@ -62,6 +62,12 @@ def _optimisation_row(d: dashboard.Dashboard) -> dashboard.Dashboard:
             .with_panel(timeseries_panel("Learning rate", "none", _q("learning_rate")))
             .with_panel(timeseries_panel("Update ratio |dw|/|w|", "none", _q("update_ratio"),
                                          description="Healthy training sits near 1e-3."))
+            .with_panel(timeseries_panel(
+                "Gradient norm per layer", "none",
+                query(f"{names.LAYER_GRAD_NORM.name}{{{RUN_ONLY}}}", legend="{{layer}}"),
+                description="Each layer's gradient norm, the largest over the run's ranks "
+                            "(one series per layer; gaps are non-finite values). The layer of a "
+                            "spike or a NaN is in the alerts' `layer` label.", log_scale=True))
             .with_panel(timeseries_panel("Overflow and non-finite steps", "short",
                                          _rate("overflow_steps_total", "overflow/s"),
                                          _rate("nonfinite_loss_steps_total",

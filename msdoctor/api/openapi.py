@@ -153,6 +153,21 @@ SCHEMAS: Dict[str, Any] = {
         "badput_s": {"type": "object", "additionalProperties": {"type": "number"},
                      "description": "seconds lost by cause: startup, data_wait, checkpoint, "
                                     "hang, downtime, redone, evaluation, other"}}),
+    "Layers": _obj(["run", "rank", "names", "steps", "signals", "marks"], {
+        "run": {"type": "string"}, "rank": {"type": "integer"},
+        "names": {"type": "array", "items": {"type": "string"},
+                  "description": "layer names in forward order"},
+        "steps": {"type": "array", "items": {"type": "integer"}},
+        "signals": {"type": "object", "description": "grad_norm, act_max, weight_norm, "
+                    "update_ratio: one row per step, one entry per layer (null: not measured)",
+                    "additionalProperties": {"type": "array", "items": {
+                        "type": "array", "items": {**NUMBER, "nullable": True}}}},
+        "marks": {"type": "array", "items": _obj(["alert", "state", "layers", "first_step"], {
+            "alert": {"type": "string"}, "state": {"type": "string"},
+            "layers": {"type": "array", "items": {"type": "string"}},
+            "first_step": {"type": "integer", "nullable": True},
+            "first_rank": {"type": "integer", "nullable": True}}),
+            "description": "this rank's alerts that named a layer (label `layer`)"}}),
     "CheckpointList": _obj(["run", "checkpoints"], {
         "run": {"type": "string"}, "checkpoints": {"type": "array", "items": _ref("Checkpoint")}}),
     "RunList": _obj(["runs"], {"runs": {"type": "array", "items": _ref("Run")}}),
@@ -211,6 +226,12 @@ def openapi() -> Dict[str, Any]:
             "/api/v1/runs/{run}/ranks/{rank}/series": _get(
                 "Step series of one rank since a step", "RankSeries",
                 [RUN, RANK, SIGNAL, SINCE, MAX_POINTS]),
+            "/api/v1/runs/{run}/ranks/{rank}/layers": _get(
+                "Per-layer signals of one rank over its recent steps, and the layers its alerts "
+                "named", "Layers",
+                [RUN, RANK, SINCE, _param("max_steps", "query", {"type": "integer", "minimum": 1,
+                                                                 "maximum": 512, "default": 120},
+                                          "the newest this many steps")]),
             "/api/v1/runs/{run}/series": _get(
                 "One signal of every rank of a run since a step", "RunSeries",
                 [RUN, {**SIGNAL, "required": True,

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, unquote
 from msdoctor.api.openapi import openapi
 from msdoctor.core import views
 from msdoctor.core.state import Store
-from msdoctor.core.views import AlertSource
+from msdoctor.core.views import AlertSource, layer_views
 from msdoctor.wire.errors import MsdoctorError
 
 PREFIX = "/api/v1"
@@ -115,6 +115,7 @@ class Api:
             (re.compile(rf"/runs/{seg}/ranks"), self._ranks),
             (re.compile(rf"/runs/{seg}/ranks/{seg}"), self._rank),
             (re.compile(rf"/runs/{seg}/ranks/{seg}/series"), self._rank_series),
+            (re.compile(rf"/runs/{seg}/ranks/{seg}/layers"), self._layers),
             (re.compile(rf"/runs/{seg}/series"), self._run_series),
             (re.compile(rf"/runs/{seg}/overview"), self._overview),
             (re.compile(rf"/runs/{seg}/checkpoints"), self._checkpoints),
@@ -172,6 +173,12 @@ class Api:
         since, max_points = self._window(query)
         return views.rank_series(self.ctx.store, run, _rank(rank), _signals(query), since,
                                  max_points)
+
+    def _layers(self, query: Dict[str, List[str]], run: str, rank: str) -> views.LayersView:
+        since = _int(query, "since", 0, -(2**62))
+        steps = _int(query, "max_steps", layer_views.DEFAULT_STEPS, 1, layer_views.MAX_STEPS)
+        return views.layers(self.ctx.store, self.ctx.feed, run, _rank(rank), since or 0,
+                            steps or layer_views.DEFAULT_STEPS)
 
     def _run_series(self, query: Dict[str, List[str]], run: str) -> views.RunSeriesView:
         signals = _signals(query)

@@ -11,8 +11,11 @@
 - ``first_rank``: among the ranks read so far, the one whose rows showed the same kind of
   anomaly first (by step, then by the event's time).
 
-The labels given when an alert starts stay with it until it resolves, so Alertmanager sees one
-label set per alert. Rows kept per rank are bounded (:data:`DEPTH`).
+The labels given when an alert starts stay with it until it resolves, except ``first_rank``:
+a rank read later (a slower rank, a sidecar that reads ranks in turn) can show an earlier start
+of the same episode, and :meth:`LayerBook.relabels` then corrects the label of every alert still
+firing (the engine journals the change as a new firing transition). Rows kept per rank are
+bounded (:data:`KEPT`).
 """
 from __future__ import annotations
 
@@ -88,12 +91,23 @@ def _first_nonfinite(event: Dict[str, Any]) -> Optional[int]:
     return None
 
 
+def _seen(last: Tuple[int, Any], step: int, t: Any) -> bool:
+    """An event noted already: the last one again, or one before it in both step and time
+    (the pipeline notes a read before the engine does; a resumed run's steps come later)."""
+    if last == (step, t):
+        return True
+    timed = isinstance(t, (int, float)) and isinstance(last[1], (int, float))
+    return timed and step <= last[0] and t <= last[1]
+
+
 class LayerBook:
     """What each (run, rank)'s layers events showed, and the labels they give an alert."""
 
     def __init__(self) -> None:
         self.ranks: Dict[Tuple[str, int], _Rank] = {}
         self.assigned: Dict[Tuple[str, int, str], Dict[str, str]] = {}
+        #: the step each assigned alert fired at (what ``first_rank`` is judged near)
+        self.fired_at: Dict[Tuple[str, int, str], Optional[int]] = {}
         self.at_init: Dict[Tuple[str, int], str] = {}
 
     def note_start(self, run: str, rank: int, event: Dict[str, Any]) -> None:
@@ -111,7 +125,7 @@ class LayerBook:
         if book is None:
             book = self.ranks[(run, rank)] = _Rank()
         step, t = int(event["step"]), event.get("t")
-        if book.last == (step, t):
+        if book.last is not None and _seen(book.last, step, t):
             return
         book.last = (step, t)
         when = float(t) if isinstance(t, (int, float)) else math.inf
@@ -193,6 +207,7 @@ class LayerBook:
         """The ``layer`` / ``first_rank`` labels of a transition (kept from its firing on)."""
         key = (run, rank, alert)
         if state == "resolved":
+            self.fired_at.pop(key, None)
             return self.assigned.pop(key, {})
         if key in self.assigned:
             return self.assigned[key]
@@ -206,16 +221,32 @@ class LayerBook:
             if first is not None:
                 found["first_rank"] = str(first)
         if state == "firing":
-            self.assigned[key] = found
+            self.assigned[key], self.fired_at[key] = found, step
         return found
+
+    def relabels(self, run: str) -> List[Tuple[int, str, str]]:
+        """Correct ``first_rank`` of the firing alerts of ``run`` from what has been read since
+        they fired; ``(rank, alert, the previous first_rank or "")`` of each one changed."""
+        changed = []
+        for key, labels in list(self.assigned.items()):
+            kind = kind_of(key[2])
+            if key[0] != run or kind not in (NONFINITE, SPIKE):
+                continue
+            first = self.first_rank(kind, run, self.fired_at.get(key))
+            if first is not None and str(first) != labels.get("first_rank"):
+                changed.append((key[1], key[2], labels.get("first_rank", "")))
+                self.assigned[key] = {**labels, "first_rank": str(first)}
+        return changed
 
     def state_dict(self) -> Dict[str, Any]:
         """The labels of alerts still open (rows are re-read from the spool after a restart)."""
-        return {"assigned": [[run, rank, alert, labels]
+        return {"assigned": [[run, rank, alert, labels, self.fired_at.get((run, rank, alert))]
                              for (run, rank, alert), labels in self.assigned.items()]}
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         for item in state.get("assigned", []) if isinstance(state, dict) else []:
-            if isinstance(item, list) and len(item) == 4 and isinstance(item[3], dict):
-                self.assigned[(str(item[0]), int(item[1]), str(item[2]))] = \
-                    {str(k): str(v) for k, v in item[3].items()}
+            if isinstance(item, list) and len(item) in (4, 5) and isinstance(item[3], dict):
+                key = (str(item[0]), int(item[1]), str(item[2]))
+                self.assigned[key] = {str(k): str(v) for k, v in item[3].items()}
+                at = item[4] if len(item) == 5 else None
+                self.fired_at[key] = at if isinstance(at, int) else None

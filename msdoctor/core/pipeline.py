@@ -35,6 +35,7 @@ from msdoctor.core.alerts.feed import JournalReader
 from msdoctor.core.batch import StepBatch
 from msdoctor.core.clock import RankTimes, RecordClock, WallClock, latest_time, split_at_gaps
 from msdoctor.core.consumers import Consumer
+from msdoctor.core.engine.relabel import relabel
 from msdoctor.core.limits import MAX_RUNS, RunLimit
 from msdoctor.core.spool import DEFAULT_POLL_BYTES, Chunk, SpoolTailer, drain
 from msdoctor.core.state import DEFAULT_CAPACITY, Store
@@ -426,6 +427,9 @@ class Pipeline:
         for event, chunk in ((e, c) for c in chunks for e in c.others if book is not None):
             if event.get("type") == "layers":
                 book.note(chunk.run, chunk.rank, event)
+        if book is not None and book.assigned:      # a first rank read after its alert fired
+            with self.lock:
+                relabel(self.engine, {c.run for c in chunks})
 
     def run_forever(self, stop_event: threading.Event) -> None:
         """Poll until ``stop_event`` is set; snapshot periodically and at the end.

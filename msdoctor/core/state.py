@@ -21,6 +21,7 @@ import numpy as np
 from msdoctor.core import checkpoints
 from msdoctor.core.batch import StepBatch
 from msdoctor.core.goodput import Goodput
+from msdoctor.core.layer_rows import LayerRows
 from msdoctor.core.limits import RunLimit
 from msdoctor.core.liveness import STALE_MIN_S, gone_after, is_gone, median_of, stale_after
 from msdoctor.core.runstart import fold_run_start
@@ -197,6 +198,8 @@ class RankState:
     checkpoints: List[Dict[str, Any]] = field(default_factory=list)
     stop: Optional[Dict[str, Any]] = None
     series: Dict[str, Series] = field(default_factory=dict)
+    #: the recent ``layers`` events (per-layer arrays), None until the first
+    layers: Optional[LayerRows] = None
 
     def apply_steps(self, batch: StepBatch) -> None:
         """Fold a step batch into counters, latest values and series (vectorised)."""
@@ -266,7 +269,7 @@ class RankState:
             buffer._append(batch.steps[recorded], batch.t[recorded])
 
     def apply_event(self, event: Dict[str, Any]) -> None:
-        """Fold one non-step event (run_start, run_end, checkpoint, heartbeat, stop)."""
+        """Fold one non-step event (run_start, run_end, checkpoint, heartbeat, stop, layers)."""
         kind = event["type"]
         if kind == "run_start":
             self.status, self.run_end, self.stop = "running", None, None
@@ -282,6 +285,10 @@ class RankState:
             checkpoints.note(self.checkpoints, event)
         elif kind == "stop":
             self.stop = {k: event[k] for k in ("reason", "step", "t") if k in event}
+        elif kind == "layers":
+            if self.layers is None:
+                self.layers = LayerRows()
+            self.layers.note(event)
 
     def note_median(self, median: Optional[float]) -> None:
         """Keep the median step time and the staleness limit it gives."""

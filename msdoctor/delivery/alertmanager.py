@@ -70,12 +70,16 @@ class AlertmanagerDeliverer(Deliverer):
             return
         key = alert_key(transition)
         with self._lock:
+            before = self._firing.get(key)
             if state == "firing":
                 self._started.setdefault(key, transition.get("active_since")
                                          or transition.get("t") or self._wall())
                 self._firing[key] = transition
             else:
                 self._firing.pop(key, None)
+        if before is not None and self.labels(before) != self.labels(transition):
+            # a label corrected while firing: Alertmanager knows the alert by its labels
+            super().on_alert({**before, "state": "resolved", "t": transition.get("t")})
         super().on_alert(transition)
 
     def resume(self, active: List[Dict[str, Any]]) -> None:
@@ -128,7 +132,7 @@ class AlertmanagerDeliverer(Deliverer):
 
     def payload(self, batch: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
         now = self._wall()
-        latest: Dict[Key, Dict[str, Any]] = {}
-        for t in batch:                           # the newest transition per alert wins
-            latest[alert_key(t)] = t
+        latest: Dict[Any, Dict[str, Any]] = {}
+        for t in batch:                           # the newest transition per label set wins
+            latest[(alert_key(t), tuple(sorted(self.labels(t).items())))] = t
         return [self.to_alert(t, now) for t in latest.values()]

@@ -14,9 +14,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple
 
+import numpy as np
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
 from msdoctor import __version__
+from msdoctor.core.layer_rows import LayerRows
 from msdoctor.core.liveness import RATE_SIGNALS, gone_after, stale_step_time
 from msdoctor.core.state import Store
 from msdoctor.exporter import names
@@ -83,8 +85,10 @@ def _families(store: Store, alerts: Optional[AlertSource],
     world = Family(names.RUN_WORLD_SIZE)
     exp_tokens, exp_step = Family(names.RUN_EXPECTED_TOKENS), Family(names.RUN_EXPECTED_STEP_TIME)
     ratio, badput = Family(names.GOODPUT_RATIO), Family(names.BADPUT)
+    layer_families = [Family(names.LAYER_GRAD_NORM)]
     for run_state in list(store.runs.values()):
         run = run_state.run
+        _layer_maxima(run, [s.layers for s in list(run_state.ranks.values())], layer_families)
         goodput = run_state.goodput
         if goodput.rank is not None:
             share = goodput.summary()["ratio"]
@@ -147,7 +151,33 @@ def _families(store: Store, alerts: Optional[AlertSource],
     refused = Family(names.INGEST_REFUSED, [()], [float(store.run_limit.refused_events)])
     build = Family(names.BUILD, [(__version__, platform.python_version())], [1.0])
     return [*gauges, last_step, last_event, last_step_t, running, stale_family, *counters, world,
-            exp_tokens, exp_step, ratio, badput, alert, delivered, failed, dropped, refused, build]
+            exp_tokens, exp_step, ratio, badput, *layer_families, alert, delivered, failed, dropped, refused, build]
+
+
+def _layer_maxima(run: str, books: Sequence[Optional[LayerRows]],
+                  families: Sequence[Family]) -> None:
+    """Each layer's latest value, the largest over the ranks (NaN wins: np.maximum), for the
+    first :data:`names.MAX_LAYER_SERIES` layers of the ranks' newest layer names."""
+    newest = [b for b in books if b is not None and b.rows]
+    if not newest:
+        return
+    layer_names = newest[0].names[:names.MAX_LAYER_SERIES]
+    width = len(layer_names)
+    for family in families:
+        top = np.full(width, -np.inf)
+        for book in newest:
+            row = book.rows[-1]
+            values = row.values.get(family.spec.source or "")
+            if book.names[:width] != layer_names or values is None:
+                continue
+            known = row.measured[family.spec.source or ""]
+            values = values[:width].astype(np.float64)
+            if known is not None:
+                values = np.where(known[:width], values, -np.inf)
+            top = np.maximum(top, values)
+        for layer, value in zip(layer_names, top.tolist()):
+            if value != -np.inf:
+                family.add((run, layer), value)
 
 
 def _expected(expect: dict, key: Optional[str], run: str, family: Family) -> None:

@@ -111,6 +111,15 @@ BADPUT = MetricSpec(PREFIX + "badput_seconds", "counter",
                     "Wall time of the run lost, by cause: startup, data_wait, checkpoint, hang, "
                     "downtime, redone, evaluation.", None, ("run", "cause"))
 
+#: Per-layer gradient norms per run: each layer's latest value, the largest over the run's ranks (a
+#: fault on any rank shows; one series per layer, not per rank and layer). At most
+#: ``MAX_LAYER_SERIES`` layers per run, in forward order.
+LAYER_GRAD_NORM = MetricSpec(PREFIX + "layer_grad_norm", "gauge",
+                             "Gradient norm of each layer at the last step, the largest over the "
+                             "run's ranks (NaN when a rank's is NaN).", "grad_norm",
+                             ("run", "layer"))
+MAX_LAYER_SERIES = 256
+
 #: Alert state, shaped like Prometheus' own ``ALERTS`` series.
 ALERT = MetricSpec(PREFIX + "alert", "gauge",
                    "1 for each pending or firing msdoctor alert (mirrors Prometheus' ALERTS).",
@@ -138,7 +147,8 @@ BUILD = MetricSpec(PREFIX + "build", "info", "msdoctor build information.", None
 
 ALL: Tuple[MetricSpec, ...] = (
     RANK_GAUGES + (LAST_STEP, LAST_EVENT_TIME, LAST_STEP_TIME, RUNNING, STALE) + RANK_COUNTERS
-    + (RUN_WORLD_SIZE, RUN_EXPECTED_TOKENS, RUN_EXPECTED_STEP_TIME, GOODPUT_RATIO, BADPUT, ALERT,
+    + (RUN_WORLD_SIZE, RUN_EXPECTED_TOKENS, RUN_EXPECTED_STEP_TIME, GOODPUT_RATIO, BADPUT,
+       LAYER_GRAD_NORM, ALERT,
        NOTIFICATIONS, DELIVERY_FAILURES, DELIVERY_DROPPED, INGEST_REFUSED, BUILD)
 )
 

@@ -156,8 +156,8 @@ class AlertsPane(Vertical):
             note += f"; filter: {self.filter_text!r}"
         if not self.items:
             note = "No alerts. Rules are evaluated on every step; alerts appear here with their fix."
-        self.query_one("#alerts-summary", Static).update(note + "   [dim]enter: open  a: ack  "
-                                                         "x: silence[/]")
+        self.query_one("#alerts-summary", Static).update(   # one line high: no layout
+            note + "   [dim]enter: open  a: ack  x: silence[/]", layout=False)
 
     def current(self) -> Optional[AlertItem]:
         row = self.table.cursor_row

@@ -26,6 +26,7 @@ from msdoctor.tui.chartpane import ChartsPane
 from msdoctor.tui.checkpointpane import CheckpointsPane
 from msdoctor.tui.columns import COLUMNS
 from msdoctor.tui.helpscreen import HelpScreen
+from msdoctor.tui.layerpane import LayersPane
 from msdoctor.tui.logpane import LogPane
 from msdoctor.tui.logtail import LogFollower
 from msdoctor.tui.model import Reading
@@ -34,7 +35,7 @@ from msdoctor.tui.ranktable import RankTable
 from msdoctor.tui.reader import Request, SourceError
 from msdoctor.tui.source import Source
 
-PANES = ("overview", "charts", "alerts", "logs", "checkpoints")
+PANES = ("overview", "charts", "alerts", "logs", "checkpoints", "layers")
 MIN_SIZE = (60, 15)
 MIN_REFRESH_S = 0.25            # at most 4 refreshes a second
 
@@ -54,6 +55,7 @@ class DoctorApp(App[None]):
         Binding("3", "show_pane('alerts')", "Alerts", show=False),
         Binding("4", "show_pane('logs')", "Logs", show=False),
         Binding("5", "show_pane('checkpoints')", "Checkpoints", show=False),
+        Binding("6", "show_pane('layers')", "Layers", show=False),
         Binding("slash", "filter", "Filter"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("R", "next_run", "Next run", show=False),
@@ -95,6 +97,8 @@ class DoctorApp(App[None]):
                 yield LogPane(id="logs-pane")
             with TabPane("Checkpoints", id="checkpoints"):
                 yield CheckpointsPane(id="checkpoints-pane")
+            with TabPane("Layers", id="layers"):
+                yield LayersPane(id="layers-pane")
         yield Input(placeholder="filter…  (enter: keep, esc: clear)", id="filter")
         yield Footer()
 
@@ -117,7 +121,7 @@ class DoctorApp(App[None]):
             return Request(run=self.run_name, charts=True, curves=True)   # the worst rank's
         return Request(run=self.run_name, charts=self.pane == "charts",
                        chart_ranks=self.chart_ranks, chart_window=self.chart_window,
-                       checkpoints=self.pane == "checkpoints")
+                       checkpoints=self.pane == "checkpoints", layers=self.pane == "layers")
 
     def _tick(self) -> None:
         if self._busy or time.monotonic() < self._next_try:
@@ -170,6 +174,8 @@ class DoctorApp(App[None]):
                 self.query_one(ChartsPane).show(snap.charts)
         if snap.checkpoints is not None:
             self.query_one(CheckpointsPane).show(snap.checkpoints)
+        if snap.layers is not None:
+            self.query_one(LayersPane).show(snap.layers)
         if overview.wants_curves and not was_room and self.pane == "overview":
             self.action_refresh_now()           # room appeared: fetch the curves now
         firing = snap.run.firing if snap.run else 0
@@ -237,7 +243,7 @@ class DoctorApp(App[None]):
         self.refresh_bindings()
         if pane == "alerts":
             self.query_one(AlertsPane).flush()
-        if pane in ("charts", "logs", "checkpoints") and self.poll:
+        if pane in ("charts", "logs", "checkpoints", "layers") and self.poll:
             self._next_try = 0.0
             self._tick()
 
@@ -285,7 +291,8 @@ class DoctorApp(App[None]):
 
     def _focus_pane(self, pane: Optional[str] = None) -> None:
         target = {"overview": RankTable, "charts": "#chart-loss", "alerts": "#alerts-table",
-                  "logs": "#log-view", "checkpoints": "#checkpoints-pane"}
+                  "logs": "#log-view", "checkpoints": "#checkpoints-pane",
+                  "layers": "#layers-pane"}
         self.query_one(target[pane or self.pane]).focus()
 
     def on_rank_table_selected(self, event: RankTable.Selected) -> None:

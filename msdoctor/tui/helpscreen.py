@@ -11,7 +11,7 @@ from textual.widgets import Static
 
 HELP = """\
 [b]Panes[/b]     tab shift+tab · 1 overview · 2 charts · 3 alerts
-          4 logs · 5 checkpoints
+          4 logs · 5 checkpoints · 6 layers
 [b]Anywhere[/b]  / filter · esc clear it · ctrl+p palette · ? help · q quit
           R next run · ctrl+r refresh now
           palette "Screenshot": an SVG in the run directory
@@ -25,6 +25,8 @@ HELP = """\
 [b]Alerts[/b]    enter open it (summary, value, cause, fix, runbook)
           a acknowledge · x silence · v show silenced (local marks)
 [b]Logs[/b]      [ ] previous / next log file · end follow the tail
+[b]Layers[/b]    layer x step heat map of the picked (else worst) rank
+          s next signal · [yellow]name[/] named by an alert · ▼ first bad step
 
 [b]Filter[/b] (overview): terms separated by spaces; a rank matches any:
   7 · 0-15 · running failed completed stopped · bad warn stale ok done

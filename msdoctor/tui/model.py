@@ -123,6 +123,8 @@ class Reading:
     empty_hint: str = ""
     #: the run's checkpoints (``CheckpointView``), when the checkpoints pane asked for them
     checkpoints: Optional[Tuple[Any, ...]] = None
+    #: one rank's per-layer rows (``LayersView``), when the layers pane asked for them
+    layers: Optional[Any] = None
 
     @property
     def alerts(self) -> Tuple[AlertItem, ...]:

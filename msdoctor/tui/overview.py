@@ -67,7 +67,7 @@ class Overview(Vertical):
         rank = " ".join(str(r) for r in data.ranks) or "-"
         self.query_one("#curves-title", Static).update(
             f"[b]rank {rank}[/b], the one most in need of a look  "
-            "[dim](enter on a row: that rank's charts)[/dim]")
+            "[dim](enter on a row: that rank's charts)[/dim]", layout=False)   # one line high
 
     def show_waiting(self, source: str, message: Optional[str] = None) -> None:
         self.query_one(RunHeader).show(None, source)

@@ -16,6 +16,7 @@ from msdoctor.core.views import (
     AlertsView,
     CheckpointsView,
     GoodputView,
+    LayersView,
     OverviewView,
     RankSeriesView,
     RankView,
@@ -68,6 +69,12 @@ class CoreQueries:
         except views.NotFound as exc:
             raise NotFoundError(str(exc)) from None
 
+    def layers(self, run: str, rank: int, max_steps: int) -> LayersView:
+        try:
+            return views.layers(self.store, self.source, run, rank, 0, max_steps)
+        except views.NotFound as exc:
+            raise NotFoundError(str(exc)) from None
+
     def rank_series(self, run: str, rank: int, signals: Sequence[str],
                     max_points: int, since: int = 0) -> RankSeriesView:
         try:
@@ -105,6 +112,10 @@ class HttpQueries:
 
     def goodput(self, run: str) -> GoodputView:
         return GoodputView.from_json(self.get(f"/runs/{run}/goodput", {}))
+
+    def layers(self, run: str, rank: int, max_steps: int) -> LayersView:
+        return LayersView.from_json(self.get(f"/runs/{run}/ranks/{rank}/layers",
+                                             {"max_steps": max_steps}))
 
     def rank_series(self, run: str, rank: int, signals: Sequence[str],
                     max_points: int, since: int = 0) -> RankSeriesView:

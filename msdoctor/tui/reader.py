@@ -17,6 +17,7 @@ from msdoctor.core.views import (
     AlertView,
     CheckpointsView,
     GoodputView,
+    LayersView,
     OverviewView,
     RankSeriesView,
     RankView,
@@ -47,6 +48,8 @@ ROW_SIGNALS = ("loss", "grad_norm", "loss_scale", "tokens_per_s", "step_time_s",
                "data_wait_share", "mem_device_bytes", "mem_host_rss_bytes", "update_ratio")
 CHART_POINTS = 400
 HISTORY_LIMIT = 1000
+#: Steps the layers pane fetches (it draws the newest that fit its width).
+LAYER_STEPS = 240
 
 
 class SourceError(MsdoctorError):
@@ -79,6 +82,8 @@ class Queries(Protocol):
 
     def goodput(self, run: str) -> GoodputView: ...
 
+    def layers(self, run: str, rank: int, max_steps: int) -> LayersView: ...
+
 
 @dataclass(frozen=True)
 class Request:
@@ -92,6 +97,7 @@ class Request:
     curves: bool = False                    # the charts are the overview's worst-rank curves
     spark_signal: str = SPARK_SIGNAL
     checkpoints: bool = False               # the checkpoints pane is open
+    layers: bool = False                    # the layers pane is open (the picked or worst rank)
 
 
 def alert_item(a: AlertView) -> AlertItem:
@@ -127,15 +133,19 @@ class Reader:
         rows = judge(self._rows(view, active))
         summary = replace(self._summary(run_view, rows, active), goodput=self._goodput(run))
         charts = None
+        fallback = summary.worst_rank if summary.worst_rank is not None else \
+            (worst(rows).rank if rows else None)    # type: ignore[union-attr]
         if request.charts:
-            fallback = summary.worst_rank if summary.worst_rank is not None else \
-                (worst(rows).rank if rows else None)    # type: ignore[union-attr]
             picked = request.chart_ranks or ((fallback,) if fallback is not None else ())
             charts = self._charts(run, picked, request.chart_points, history,
                                   request.chart_window)
         kept = self._checkpoints(run) if request.checkpoints else None
+        layer_rank = self._layer_rank(request, active, fallback)
+        layers = self._layers(run, layer_rank) if request.layers and layer_rank is not None \
+            else None
         return Reading(source=self.label, runs=names, run=summary, ranks=tuple(rows),
                         active=active, resolved=resolved, charts=charts, checkpoints=kept,
+                        layers=layers,
                         empty_hint="" if rows else self.empty_hint)
 
     # -- parts -----------------------------------------------------------------
@@ -143,6 +153,20 @@ class Reader:
         """The run's goodput ratio (None: not known yet, or a sidecar without it)."""
         try:
             return self.queries.goodput(run).ratio
+        except SourceError:
+            return None
+
+    @staticmethod
+    def _layer_rank(request: Request, active: Sequence[AlertItem],
+                    fallback: Optional[int]) -> Optional[int]:
+        """The rank the layers pane shows: the picked one, else the worst."""
+        if request.chart_ranks:
+            return request.chart_ranks[0]
+        return fallback
+
+    def _layers(self, run: str, rank: int) -> Optional[LayersView]:
+        try:
+            return self.queries.layers(run, rank, LAYER_STEPS)
         except SourceError:
             return None
 

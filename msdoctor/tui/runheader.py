@@ -61,5 +61,11 @@ class RunHeader(Static):
     RunHeader { height: 2; padding: 0 1; background: $panel; }
     """
 
+    _shown: Optional[Text] = None
+
     def show(self, run: Optional[RunSummary], source: str, stale: bool = False) -> None:
-        self.update(header_text(run, source, stale))
+        """Show the header of ``run``; its height is fixed, so a new text needs no layout."""
+        text = header_text(run, source, stale)
+        if text != self._shown:
+            self._shown = text
+            self.update(text, layout=False)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import statistics
 import sys
@@ -38,7 +39,7 @@ from msdoctor.tui.reader import Request  # noqa: E402
 from msdoctor.tui.source import EmbeddedSource, FixedSource, HttpSource, Source  # noqa: E402
 
 from servers import free_port  # noqa: E402
-from spool_factory import append_steps, write_run  # noqa: E402
+from spool_factory import STEP_TIME, append_steps, write_run  # noqa: E402
 
 TARGET_MS = 100.0
 PAUSE = False                   # --pause: wait for the frame with pilot.pause()
@@ -101,9 +102,13 @@ def main() -> int:
     args = parser.parse_args()
     global PAUSE
     PAUSE = args.pause
+    logging.getLogger("msdoctor.core.alerts").setLevel(logging.WARNING)   # not 1024 alert lines
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        t0 = time.time() - 3600
+        # live ranks: the recorded steps end now, and the steps appended between refreshes
+        # follow on at their own pace (a spool stamped an hour back made every rank hung, then
+        # every appended step a one-hour step: JobHung fired and resolved on 1024 ranks each time)
+        t0 = time.time() - args.steps * STEP_TIME
         write_run(run_dir, run="bench", ranks=range(args.ranks), steps=args.steps, t0=t0,
                   nan_at=args.steps - 5, slow_rank=7)
         port = free_port()

@@ -85,10 +85,12 @@ def restore(cell, run_dir: Path, rank: int, path: Optional[str] = None) -> Optio
     return Restored(files[-1], step, offset)
 
 
-def load_weights(network, path: str, skip_block: Optional[int] = None) -> int:
+def load_weights(network, path: str, skip_block: Optional[int] = None,
+                 skip_all: bool = False) -> int:
     """Load the model weights of checkpoint file ``path`` into ``network`` (not the optimizer's
-    state); decoder block ``skip_block``'s keys are left out (the ``skip-load`` fault). Returns
-    how many keys were skipped; raises when a weight of the model is missing otherwise."""
+    state); decoder block ``skip_block``'s keys are left out (the ``skip-load`` fault), or every
+    key (``skip_all``: ``load-nothing``). Returns how many keys were skipped; raises when a
+    weight of the model is missing otherwise."""
     import mindspore as ms
 
     from trainer_hooks.layers import layer_of
@@ -96,7 +98,8 @@ def load_weights(network, path: str, skip_block: Optional[int] = None) -> int:
     params = ms.load_checkpoint(str(path))
     own = {p.name for p in network.get_parameters()}
     weights = {k: v for k, v in params.items() if k in own and not k.startswith("doctor_")}
-    skipped = [k for k in weights if skip_block is not None and layer_of(k) == f"layers.{skip_block}"]
+    skipped = [k for k in weights if skip_all
+               or skip_block is not None and layer_of(k) == f"layers.{skip_block}"]
     for name in skipped:
         weights.pop(name)
     missing = [p.name for p in network.trainable_params()

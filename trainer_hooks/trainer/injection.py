@@ -32,6 +32,10 @@ training run, so the signals the hooks record are what the fault really does:
 - ``frozen-layer:L``: decoder block L is left out of the optimizer (its weights stay at init).
 - ``skip-load:L``: with ``--init-from CKPT``, block L's keys are skipped when loading.
 - ``vocab-mismatch``: the embedding has fewer rows than the tokenizer's vocabulary.
+- ``load-nothing``: with ``--init-from CKPT``, no key of the checkpoint is loaded (a converter
+  whose names all miss): the run declares pretrained weights but starts from random init.
+- ``init-scale@K``: before step 1 every weight matrix is multiplied by K (an initializer with
+  a far too large scale): the first loss stands far above ln(vocab size).
 - ``bad-data@S:N``: the N consecutive batches of the data stream from the one step S reads are
   garbage (the corrupt shard's rare tokens): the loss jumps and stays up for many steps. The
   garbage belongs to the data, so a run that skips those batches (``skip_batches``, a
@@ -53,7 +57,8 @@ from trainer_hooks.wire import STOP_FILE
 
 FORMS = ("nan@STEP", "spike@STEP", "periodic@K", "stall@STEP", "slow-data@MS", "lr-high",
          "loss-scale-low", "leak[@MB]", "hang@STEP", "accum-mismatch", "grad-layer@STEP:L",
-         "nan-layer@STEP:L", "frozen-layer:L", "skip-load:L", "vocab-mismatch", "bad-data@STEP:N")
+         "nan-layer@STEP:L", "frozen-layer:L", "skip-load:L", "vocab-mismatch", "bad-data@STEP:N",
+         "load-nothing", "init-scale@K")
 
 #: name -> (argument required?, argument allowed?, minimum value)
 _KINDS: Dict[str, tuple] = {
@@ -61,7 +66,7 @@ _KINDS: Dict[str, tuple] = {
     "stall": (True, True, 1), "slow-data": (True, True, 1), "hang": (True, True, 1),
     "leak": (False, True, 1), "lr-high": (False, False, 0), "loss-scale-low": (False, False, 0),
     "accum-mismatch": (False, False, 0), "vocab-mismatch": (False, False, 0),
-    "bad-data": (True, True, 1),
+    "bad-data": (True, True, 1), "load-nothing": (False, False, 0), "init-scale": (True, True, 2),
 }
 _FORM = re.compile(r"^(?P<name>[a-z-]+)(?:@(?P<arg>[^@,]*))?$")
 #: Faults aimed at one decoder block: ``name@STEP:L`` or ``name:L``.
@@ -101,6 +106,8 @@ class Injections:
     skip_load: Optional[int] = None
     vocab_mismatch: bool = False
     bad_data: Optional[tuple] = None        # (first data batch, batches)
+    load_nothing: bool = False
+    init_scale: Optional[int] = None
     spec: str = ""
 
     def __bool__(self) -> bool:
@@ -109,11 +116,12 @@ class Injections:
     def as_config(self) -> Dict[str, object]:
         """The injected faults for the recorded config (only those present)."""
         found = {}
-        for name in ("nan", "spike", "periodic", "stall", "slow_data", "hang", "leak"):
+        for name in ("nan", "spike", "periodic", "stall", "slow_data", "hang", "leak", "init_scale"):
             value = getattr(self, name)
             if value is not None:
                 found[name.replace("_", "-")] = value
-        for name in ("lr_high", "loss_scale_low", "accum_mismatch", "vocab_mismatch"):
+        for name in ("lr_high", "loss_scale_low", "accum_mismatch", "vocab_mismatch",
+                     "load_nothing"):
             if getattr(self, name):
                 found[name.replace("_", "-")] = True
         for name in ("grad_layer", "nan_layer", "frozen_layer", "skip_load"):
@@ -282,6 +290,19 @@ def make_callback(injections: Injections, network, schedule, run_dir: str, hang_
                 time.sleep(0.1)
 
     return Injector()
+
+
+def scale_weights(network, factor: float) -> int:
+    """Multiply every weight matrix (2-D and up) of ``network`` by ``factor`` (``init-scale``);
+    how many were scaled."""
+    from mindspore import Tensor
+
+    scaled = 0
+    for param in network.trainable_params():
+        if len(param.shape) >= 2:
+            param.set_data(Tensor(param.asnumpy() * factor))
+            scaled += 1
+    return scaled
 
 
 def boost(switches: Optional[Dict[str, object]], block: int, on: bool) -> None:

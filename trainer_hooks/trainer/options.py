@@ -90,6 +90,8 @@ def validate(args: argparse.Namespace) -> None:
             raise UsageError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
     if args.injections.skip_load is not None and not args.init_from:
         raise UsageError("--inject skip-load:L needs --init-from CKPT (the keys skipped at loading)")
+    if args.injections.load_nothing and not args.init_from:
+        raise UsageError("--inject load-nothing needs --init-from CKPT (the checkpoint not loaded)")
     if args.init_from and args.resume:
         raise UsageError("--init-from and --resume exclude each other (weights only vs the whole run)")
     if args.keep < 1:

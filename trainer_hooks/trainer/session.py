@@ -180,11 +180,13 @@ class Session:
             print(f"nothing to do: the run is at step {start} of {calls_total}", flush=True)
             return 0
         if args.init_from:
-            skip = args.injections.skip_load
-            skipped = checkpoint.load_weights(self.network, args.init_from, skip)
+            skip, nothing = args.injections.skip_load, args.injections.load_nothing
+            skipped = checkpoint.load_weights(self.network, args.init_from, skip, nothing)
             print(f"initialised from {args.init_from}" +
-                  (f" ({skipped} keys of block {skip} skipped)" if skipped else ""),
-                  flush=True)
+                  (f" ({skipped} keys {'in all' if nothing else f'of block {skip}'} skipped)"
+                   if skipped else ""), flush=True)
+        if args.injections.init_scale:
+            injection.scale_weights(self.network, float(args.injections.init_scale))
         self.control.poll(start)             # batches skipped before a restart stay skipped
         end = min(calls_total, start + args.stop_after) if args.stop_after else calls_total
         callbacks = self._callbacks(cell, start, end, calls_total)

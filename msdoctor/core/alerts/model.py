@@ -38,7 +38,8 @@ class Alert:
     action_taken: Optional[Dict[str, Any]] = None
     #: The rule names a checkpoint (``{{ $checkpoint }}``): the record says which, or null.
     names_checkpoint: bool = False
-    #: Why an alert ended other than by its condition (``run ended``), else None.
+    #: Why a transition happened other than by the condition: ``run ended``, or a label
+    #: corrected while firing (``first_rank 0 -> 1: ...``, core/engine/relabel.py); else None.
     reason: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:

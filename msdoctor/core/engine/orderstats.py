@@ -12,9 +12,21 @@ import math
 from typing import Any, Dict, Hashable, List, Optional, Tuple
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from msdoctor.core.engine.nodes import Frame, Node, Out, locf, locf_segments
+from msdoctor.core.engine.selection import (  # noqa: F401 - re-exported
+    Picker,
+    Selection,
+    Sliding,
+    constant,
+    pays,
+    rank_filter,
+    row_mad,
+    row_median,
+    row_quantile,
+    sliding_pays,
+    sorted_windows,
+)
 from msdoctor.core.engine.windows import (
     _EMPTY_F,
     _EMPTY_I,
@@ -35,94 +47,6 @@ SPIKE_Z = 6.0
 def stride(n: int) -> int:
     """Step distance between anchors for a window of ``n`` steps."""
     return 1 if n < 64 else -(-n // 32)
-
-
-def sorted_windows(V: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Each window ``V[lo:hi]`` sorted into a row padded with +inf; and the counts."""
-    cnt = hi - lo
-    width = int(cnt.max()) if cnt.shape[0] else 0
-    if width == 0:
-        return np.zeros((lo.shape[0], 0)), cnt
-    full = cnt == width
-    if full.all():                          # every window full: strided view, no padding
-        matrix = sliding_window_view(V, width)[lo]
-    else:                                   # full rows from the view, the others padded
-        matrix = np.empty((lo.shape[0], width))
-        if full.any():
-            matrix[full] = sliding_window_view(V, width)[lo[full]]
-        part = np.flatnonzero(~full)
-        offsets = np.arange(width)
-        padded = V[np.minimum(lo[part, None] + offsets[None, :], V.shape[0] - 1)]
-        padded[offsets[None, :] >= cnt[part, None]] = np.inf
-        matrix[part] = padded
-    if constant(V, lo, hi) is None:         # a constant signal's rows are already sorted
-        matrix.sort(axis=1)
-    return matrix, cnt
-
-
-def constant(V: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Optional[float]:
-    """The value of every point in the windows ``V[lo:hi]`` if they are all equal (and
-    non-zero: 0.0 and -0.0 are equal but not the same), else None."""
-    if lo.shape[0] == 0:
-        return None
-    seen = V[int(lo.min()):int(hi.max())]
-    if seen.shape[0] == 0:
-        return None
-    first = seen[0]
-    if first != 0 and seen.min() == first and seen.max() == first:
-        return first
-    return None
-
-
-def row_median(matrix: np.ndarray, cnt: np.ndarray) -> np.ndarray:
-    """Median of each sorted, +inf-padded row with ``cnt`` valid values (NaN if none)."""
-    out = np.full(cnt.shape[0], np.nan)
-    ok = cnt > 0
-    if ok.any():
-        rows = np.flatnonzero(ok)
-        c = cnt[ok]
-        out[ok] = (matrix[rows, (c - 1) // 2] + matrix[rows, c // 2]) / 2.0
-    return out
-
-
-def row_mad(matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
-    """Median of ``|row - med|`` over each sorted row's ``cnt`` values (NaN if none).
-
-    The same value as sorting the deviations and taking their :func:`row_median`,
-    without that sort: in a sorted row the deviations fall towards the middle
-    ``p = c // 2`` and rise after it, two sorted runs (``left[j] = |row[p-1-j] - med|``,
-    ``right[j] = |row[p+j] - med|``); the k-th smallest of their merge is found by
-    a binary search on how many come from the left run, for every row at once.
-    """
-    out = np.full(cnt.shape[0], np.nan)
-    rows = np.flatnonzero(cnt > 0)
-    if rows.shape[0] == 0:
-        return out
-    width = matrix.shape[1]
-    flat = matrix.reshape(-1)
-    c = np.concatenate((cnt[rows], cnt[rows]))
-    k = np.concatenate(((c[:rows.shape[0]] - 1) // 2, c[rows.shape[0]:] // 2))
-    m = np.concatenate((med[rows], med[rows]))
-    base = np.concatenate((rows, rows)) * width
-    p = c // 2
-    lo = np.maximum(k + 1 - (c - p), 0)
-    hi = np.minimum(k + 1, p)
-    left0 = base + p - 1                      # left[j] is flat[left0 - j]
-    right0 = base + p + k                     # right[k - j] is flat[right0 - j]
-    for _ in range(int(width).bit_length()):  # lo == hi everywhere after these halvings
-        mid = (lo + hi) >> 1
-        more = (np.abs(flat.take(left0 - mid, mode="clip") - m)
-                < np.abs(flat.take(right0 - mid, mode="clip") - m))
-        more &= lo < hi                       # the k-th needs more than mid from the left
-        lo = np.where(more, mid + 1, lo)
-        hi = np.where(more | (lo >= hi), hi, mid)
-    a = lo
-    from_left = np.where(a > 0, np.abs(flat.take(left0 - a + 1, mode="clip") - m), -np.inf)
-    from_right = np.where(k - a >= 0, np.abs(flat.take(right0 - a, mode="clip") - m), -np.inf)
-    kth = np.maximum(from_left, from_right)
-    half = rows.shape[0]
-    out[rows] = (kth[:half] + kth[half:]) / 2.0
-    return out
 
 
 def _anchored(steps: np.ndarray, s: int, before: bool, offset: Any = None
@@ -164,6 +88,24 @@ def anchor_windows(frame: Frame, key: Hashable, V: np.ndarray, lo: np.ndarray, h
     med = row_median(matrix, cnt)
     frame.memo[key] = (anchors, cnt, med, matrix)
     return matrix, cnt, med
+
+
+def selection_of(frame: Frame, key: Hashable, points: np.ndarray, lo: np.ndarray,
+                 hi: np.ndarray) -> Optional[Selection]:
+    """A :class:`Selection` of ``points`` for the windows ``points[lo:hi]`` when it costs less
+    than sorting them (else None). Operators over the same argument with the same window
+    (``median(x, n, m)``, ``quantile(x, n, q, m)``) keep the same points: the second reuses
+    the first's selection (``frame.memo``) when its points are equal."""
+    memo = frame.memo.get(("select", key))
+    if memo is not None:
+        m_points, m_selection = memo
+        if m_points.shape == points.shape and np.array_equal(m_points, points):
+            return m_selection
+    if not pays(points.shape[0], lo.shape[0], int((hi - lo).max())):
+        return None
+    selection = Selection(points)
+    frame.memo[("select", key)] = (points, selection)
+    return selection
 
 
 def min_points(node: Node, at: int = 1) -> int:
@@ -212,13 +154,51 @@ class OrderStatistic(WindowNode):
     def pick(self, matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def select(self, selection: Picker, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """The same values as :meth:`pick`, from a :class:`Selection` of the points."""
+        raise NotImplementedError
+
     def _windows(self, frame: Frame, V: np.ndarray, lo: np.ndarray, hi: np.ndarray,
                  anchors: np.ndarray, inverse: np.ndarray, least: int) -> np.ndarray:
         value = constant(V, lo, hi)
-        if value is None:
-            key = ("windows", self.children[0].key, self.n_steps, least)
-            return self.pick(*anchor_windows(frame, key, V, lo, hi, anchors))[inverse]
-        return np.where(hi > lo, value, np.nan)[inverse]   # e.g. tokens per step
+        if value is not None:
+            return np.where(hi > lo, value, np.nan)[inverse]   # e.g. tokens per step
+        key = ("windows", self.children[0].key, self.n_steps, least)
+        if key not in frame.memo and anchors.shape[0]:
+            picked = self._picked(frame, key, V, lo, hi)
+            if picked is not None:
+                return picked[inverse]
+        return self.pick(*anchor_windows(frame, key, V, lo, hi, anchors))[inverse]
+
+    def _picked(self, frame: Frame, key: Hashable, V: np.ndarray, lo: np.ndarray,
+                hi: np.ndarray) -> Optional[np.ndarray]:
+        """The windows' values without sorting them, where that costs less (None: sort all).
+
+        Windows of the most common point counts (full windows: one or two counts when a few
+        points are not finite) come from a sliding rank filter each (:class:`Sliding`), the
+        others from a :class:`Selection` or, if that does not pay, sorted."""
+        base = int(lo.min())
+        points = V[base:int(hi.max())]
+        lo, hi = lo - base, hi - base
+        cnt = hi - lo
+        out = np.empty(lo.shape[0])
+        left = np.ones(lo.shape[0], dtype=bool)
+        if rank_filter() is not None:
+            widths, counts = np.unique(cnt, return_counts=True)
+            for at in np.argsort(-counts, kind="stable")[:3].tolist():
+                width = int(widths[at])
+                if width and sliding_pays(points.shape[0], int(counts[at]), width):
+                    rows = cnt == width
+                    out[rows] = self.select(Sliding(points, width), lo[rows], hi[rows])
+                    left &= ~rows
+        rest = np.flatnonzero(left)
+        if rest.shape[0] == lo.shape[0]:
+            selection = selection_of(frame, key, points, lo, hi)
+            return None if selection is None else self.select(selection, lo, hi)
+        if rest.shape[0]:
+            matrix, c = sorted_windows(points, lo[rest], hi[rest])
+            out[rest] = self.pick(matrix, c, row_median(matrix, c))
+        return out
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
         n, least = self.n_steps, self.least()
@@ -247,18 +227,8 @@ class Median(OrderStatistic):
     def pick(self, matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
         return med
 
-
-def row_quantile(matrix: np.ndarray, cnt: np.ndarray, q: float) -> np.ndarray:
-    """The q-quantile (linear interpolation, as ``np.quantile``) of each sorted, padded row."""
-    out = np.full(cnt.shape[0], np.nan)
-    rows = np.flatnonzero(cnt > 0)
-    if rows.shape[0]:
-        pos = q * (cnt[rows] - 1)
-        below = np.floor(pos).astype(np.int64)
-        above = np.minimum(below + 1, cnt[rows] - 1)
-        a, b = matrix[rows, below], matrix[rows, above]
-        out[rows] = a + (pos - below) * (b - a)
-    return out
+    def select(self, selection: Picker, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        return selection.median(lo, hi)
 
 
 class Quantile(OrderStatistic):
@@ -271,6 +241,9 @@ class Quantile(OrderStatistic):
 
     def pick(self, matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
         return row_quantile(matrix, cnt, float(self.params[1]))
+
+    def select(self, selection: Picker, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        return selection.quantile(lo, hi, float(self.params[1]))
 
 
 class RobustZ(WindowNode):

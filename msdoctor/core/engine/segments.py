@@ -109,18 +109,11 @@ def gather_segments(frame: Frame, arg: Out, states: List[Dict[str, Any]]
     new_n = new_before[segs.bounds[1:]] - new_before[segs.bounds[:-1]]
     start = np.zeros(R + 1, dtype=np.int64)
     np.cumsum(carry_n + new_n, out=start[1:])
-    new_k, new_v = segs.keys[ok], values[ok]
-    cuts = new_before[segs.bounds].tolist()
-    parts_k: List[np.ndarray] = []
-    parts_v: List[np.ndarray] = []
-    for r, st in enumerate(states):                 # rank r: its carry, then its new points
-        a, z = cuts[r], cuts[r + 1]
-        parts_k.append(st["s"])
-        parts_k.append(new_k[a:z] - segs.offset[r])
-        parts_v.append(st["v"])
-        parts_v.append(new_v[a:z])
-    K = np.concatenate(parts_k) + np.repeat(segs.offset, np.diff(start))
-    V = np.concatenate(parts_v)
+    # rank r: its carry, then its new points (inserted after the carries up to rank r's)
+    at = np.cumsum(carry_n)[segs.seg[ok]]
+    carry_k = np.concatenate([st["s"] for st in states]) + np.repeat(segs.offset, carry_n)
+    K = np.insert(carry_k, at, segs.keys[ok])
+    V = np.insert(np.concatenate([st["v"] for st in states]), at, values[ok])
     # what row i of rank r sees: r's carry and r's new points up to row i
     hi = (start[:-1] + carry_n - new_before[segs.bounds[:-1]])[segs.seg] + new_before[1:]
     return K, V, hi, start
@@ -135,10 +128,10 @@ def keep_segments(states: List[Dict[str, Any]], K: np.ndarray, V: np.ndarray, fr
     last = segs.keys[segs.last_rows()]
     cut = np.searchsorted(K, last - span, side="right") - extra_before
     cut = np.maximum(cut, start[:-1])
-    offsets = segs.offset.tolist()
-    for r, (a, z) in enumerate(zip(cut.tolist(), start[1:].tolist())):
-        st = states[r]
-        st["s"], st["v"] = K[a:z] - offsets[r], V[a:z].copy()
+    steps = K - np.repeat(segs.offset, np.diff(start))
+    for st, a, z in zip(states, cut.tolist(), start[1:].tolist()):
+        # copies: a view would keep all ranks' points alive while this rank sends no more
+        st["s"], st["v"] = steps[a:z].copy(), V[a:z].copy()
 
 
 def segment_refs(V: np.ndarray, start: np.ndarray) -> np.ndarray:

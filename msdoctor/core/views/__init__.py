@@ -23,6 +23,7 @@ from msdoctor.core.views.checkpoint_views import (
                                              checkpoints,
                                              goodput,
 )
+from msdoctor.core.views.layer_views import LayerMark, LayersView, layers
 from msdoctor.core.views.overview_view import (
                                              MAX_SPARK_POINTS,
                                              OverviewView,
@@ -58,7 +59,8 @@ from msdoctor.core.views.series_views import (
 
 __all__ = [
     "AlertCounts", "AlertHistoryView", "CheckpointsView", "CheckpointView", "checkpoints",
-    "GoodputView", "goodput", "AlertsView", "AlertSource", "AlertView", "Deliverer",
+    "GoodputView", "goodput", "LayerMark", "LayersView", "layers", "AlertsView", "AlertSource",
+    "AlertView", "Deliverer",
     "DeliveryView", "MAX_POINTS_LIMIT", "MAX_SPARK_POINTS", "NotFound", "OverviewView",
     "RankDetail", "RankSeriesView", "RanksView", "RankView", "RunSeriesView", "RunsView",
     "RunView", "SeriesView", "SparkView", "StatusView", "StepRange", "alert_history", "alerts",

@@ -127,6 +127,7 @@ def _check(schema, value, schemas, where):
     ("/api/v1/status", ""), ("/api/v1/runs", ""), ("/api/v1/runs/run-a", ""),
     ("/api/v1/runs/run-a/ranks", ""), ("/api/v1/runs/run-a/ranks/1", ""),
     ("/api/v1/runs/run-a/ranks/1/series", "max_points=10"),
+    ("/api/v1/runs/run-a/ranks/1/layers", ""),
     ("/api/v1/runs/run-a/series", "signal=loss"), ("/api/v1/alerts", ""),
     ("/api/v1/runs/run-a/overview", "spark=loss"),
     ("/api/v1/alerts/history", "")])

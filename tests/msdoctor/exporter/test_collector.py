@@ -148,3 +148,27 @@ def test_goodput_and_badput_by_cause_are_exposed_per_run(sidecar):
               if line.startswith("msdoctor_badput_seconds_total{")}
     assert causes == {"startup", "data_wait", "checkpoint", "hang", "downtime", "redone",
                       "evaluation"}
+
+
+def test_layer_gradient_norms_are_one_series_per_layer_the_largest_over_ranks(tmp_path):
+    from msdoctor.wire import encode, make
+
+    from spool_factory import append_layers
+
+    write_run(tmp_path, run="r", ranks=(0, 1, 2), steps=10)
+    append_layers(tmp_path, "r", 0, 10)                   # block 1 x1000 at its last step
+    append_layers(tmp_path, "r", 1, 9)
+    with (tmp_path / "events" / "rank-2.jsonl").open("ab") as fh:     # a NaN on rank 2
+        fh.write(encode(make("layers", 2, run="r", step=10, t=1.0,
+                             names=["embedding", "layers.0", "layers.1", "lm_head"],
+                             grad_norm=[None, math.nan, 1.0, 1.0])))
+    sc = Pipeline(tmp_path, persist=False)
+    sc.poll_once()
+    reg = registry_for(StoreCollector(sc.store, Alerts([])))
+    value = lambda layer: reg.get_sample_value("msdoctor_layer_grad_norm",   # noqa: E731
+                                               {"run": "r", "layer": layer})
+    assert value("layers.1") > 1000 and value("lm_head") < 2
+    assert math.isnan(value("layers.0"))                # a non-finite rank wins
+    assert value("embedding") < 2                       # not measured on rank 2: the others'
+    body = render(StoreCollector(sc.store, Alerts([])).families(), LabelCache()).decode()
+    assert sum(line.startswith("msdoctor_layer_grad_norm{") for line in body.splitlines()) == 4

@@ -18,7 +18,7 @@ from grafana.mixin import alerts
 from grafana.mixin.render import DASHBOARDS, dashboard_queries, render_rules
 
 import servers
-from spool_factory import write_run
+from spool_factory import append_layers, write_run
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(servers.PROMETHEUS is None or servers.PROMTOOL is None,
@@ -48,6 +48,8 @@ def fleet(tmp_path_factory):
     write_run(node_a, run=RUN, ranks=(0, 1), world_size=4, steps=40, nan_at=30, t0=t0)
     write_run(node_b, run=RUN, ranks=(2, 3), world_size=4, steps=40, slow_rank=3, slow=2.0,
               t0=t0)
+    for rank in (0, 1):
+        append_layers(node_a, RUN, rank, 40, t0=t0)
     _engine_alerts(node_a)
     rules = tmp / "fleet.rules.yml"
     rules.write_text(render_rules(alerts.fast_params()))

@@ -42,7 +42,7 @@ def scraped(tmp_path_factory):
             servers.sidecar(run_dir, tmp, extra=["--alertmanager", am.url]) as sidecar:
         training = subprocess.run(
             [sys.executable, "-m", "trainer_hooks.toy", "--run-dir", str(run_dir), "--steps", "60",
-             "--loss-scale", "--inject-nan-at", "60", "--expect-tokens-per-s", "20000"],
+             "--loss-scale", "--per-layer", "--inject-nan-at", "60", "--expect-tokens-per-s", "20000"],
             cwd=tmp, capture_output=True, text=True, timeout=300,
             env=dict(os.environ, PYTHONPATH=str(ROOT), GLOG_v="3"))
         assert training.returncode == 0, training.stderr[-2000:]

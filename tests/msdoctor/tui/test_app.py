@@ -22,7 +22,7 @@ def app_with(snap=None, **kwargs) -> DoctorApp:
     return DoctorApp(source, poll=False, **kwargs)
 
 
-async def test_tab_moves_between_overview_charts_alerts_logs_checkpoints_and_back():
+async def test_tab_moves_between_overview_charts_alerts_logs_checkpoints_layers_and_back():
     app = app_with()
     async with app.run_test(size=(100, 30)) as pilot:
         assert await app.refresh_data()
@@ -36,9 +36,11 @@ async def test_tab_moves_between_overview_charts_alerts_logs_checkpoints_and_bac
         await pilot.press("tab")
         assert app.pane == "checkpoints"
         await pilot.press("tab")
+        assert app.pane == "layers"
+        await pilot.press("tab")
         assert app.pane == "overview"
         await pilot.press("shift+tab")
-        assert app.pane == "checkpoints"
+        assert app.pane == "layers"
         await pilot.press("1")
         assert app.pane == "overview"
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -19,5 +20,7 @@ def token_cache(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def runs(tmp_path_factory, token_cache) -> Runs:
-    return Runs(tmp_path_factory.mktemp("runs"), token_cache)
+def runs(tmp_path_factory, token_cache) -> Iterator[Runs]:
+    started = Runs(tmp_path_factory.mktemp("runs"), token_cache)
+    yield started
+    started.close()

@@ -13,6 +13,16 @@ def test_a_comma_separated_spec_parses_into_each_fault():
                                "lr-high": True, "accum-mismatch": True}
 
 
+def test_the_preflight_faults_parse_and_are_recorded():
+    inj = parse("load-nothing,init-scale@50")
+    assert inj.load_nothing and inj.init_scale == 50
+    assert inj.as_config() == {"init-scale": 50, "load-nothing": True}
+    for spec, why in (("init-scale@1", ">= 2"), ("init-scale", "needs @N"),
+                      ("load-nothing@3", "takes no @argument")):
+        with pytest.raises(InjectionError, match=why):
+            parse(spec)
+
+
 def test_an_empty_spec_injects_nothing():
     assert not parse("") and parse("").as_config() == {}
 

@@ -51,3 +51,17 @@ def test_a_block_skipped_at_loading_is_named_at_step_one_and_nothing_else_is_pre
 
 def test_a_clean_run_raises_no_preflight_alert(runs):
     assert {a["alert"] for a in replay(runs["clean"])} & PREFLIGHT == set()
+
+
+def test_a_checkpoint_load_that_loads_nothing_is_named_at_step_one(runs):
+    alerts = replay(runs["init-nothing"])
+    assert {a["alert"] for a in alerts} & PREFLIGHT == {"WeightsNotLoaded"}
+    (found,) = [a for a in alerts if a["alert"] == "WeightsNotLoaded"]
+    assert found["step"] == 1 and "after loading pretrained weights" in found["summary"]
+
+
+def test_weights_initialised_at_fifty_times_their_scale_put_the_first_loss_above_uniform(runs):
+    alerts = replay(runs["init-hot"])
+    assert {a["alert"] for a in alerts} & PREFLIGHT == {"InitialLossAboveUniform"}
+    (found,) = [a for a in alerts if a["alert"] == "InitialLossAboveUniform"]
+    assert found["step"] == 1 and float(found["value"]) > 1.25 * 7.62   # ln(2048)
