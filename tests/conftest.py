@@ -11,6 +11,10 @@ import os
 os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
 
+#: the trainer test files that share most of the session's real runs
+SHARED_RUN_FILES = ("test_faults.py", "test_rules.py", "test_training.py")
+
+
 def _group(path: str) -> str:
     """The worker group of a test under ``pytest -n`` (``--dist loadgroup``): tests sharing a
     costly session fixture stay in one worker (the real trainer runs of ``tests/trainer_hooks/
@@ -18,7 +22,9 @@ def _group(path: str) -> str:
     group of its own, so a module fixture is built once."""
     parts = path.replace(os.sep, "/").split("/")
     if parts[:3] == ["tests", "trainer_hooks", "trainer"]:
-        return "trainer-runs"
+        # the fault, rule and training tests share most runs; the rest share few with them
+        # (two short runs trained twice is cheaper than one worker doing all of them)
+        return "trainer-runs" if parts[-1] in SHARED_RUN_FILES else "trainer-runs-more"
     if parts[:2] == ["tests", "trainer_hooks"]:
         return "trainer-toys"
     return "/".join(parts)

@@ -64,7 +64,8 @@ class Engine:
         self._by_name = {cr.rule.alert: cr for cr in self.program.rules}
         self._tick_rules = sorted((cr for cr in self.program.rules if cr.rule.time_based),
                                   key=lambda cr: self.causes.depth.get(cr.rule.alert, 0))
-        self._signal_nodes = [i for i, n in enumerate(self.program.nodes) if isinstance(n, Signal)]
+        self._kept_nodes = [i for i, n in enumerate(self.program.nodes)
+                            if isinstance(n, Signal) or n.run_scoped]
 
     # -- contexts -----------------------------------------------------------
     def rank_context(self, run: str, rank: int) -> RankContext:
@@ -225,7 +226,7 @@ class Engine:
         return out
 
     def _restart_windows(self, ctx: RankContext, step: int) -> None:
-        keep = {i: ctx.states[i] for i in self._signal_nodes}
+        keep = {i: ctx.states[i] for i in self._kept_nodes}
         ctx.states = self.program.new_states()
         for i, state in keep.items():
             ctx.states[i] = state

@@ -65,6 +65,7 @@ class Node:
     clock = False             # reads the wall clock (evaluated on ticks too)
     stateful = False          # keeps a carry-over state between batches
     rowwise = False           # a function of its arguments' rows alone (no rank, no state)
+    run_scoped = False        # its state is the run's, kept when a resume restarts the windows
 
     def __init__(self, children: Sequence["Node"] = (), params: Sequence[Any] = ()) -> None:
         self.children: Tuple[Node, ...] = tuple(children)

@@ -184,10 +184,12 @@ class RepeatCount(Node):
 
 
 class FirstMax(Node):
-    """Max of the first n finite points of x (the running max while fewer)."""
+    """Max of the first n finite points of x (the running max while fewer); the run's first
+    points, so a resume (steps going back) does not start it again."""
 
     name = "first_max"
     stateful = True
+    run_scoped = True
 
     def new_state(self) -> Dict[str, Any]:
         return {"count": 0, "max": math.nan, "fm": math.nan}
