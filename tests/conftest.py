@@ -8,6 +8,8 @@ tests import MindSpore later, so the session chooses MindSpore's setting before 
 """
 import os
 
+import pytest
+
 os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
 
@@ -30,10 +32,10 @@ def _group(path: str) -> str:
     return "/".join(parts)
 
 
+@pytest.hookimpl(tryfirst=True)      # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     if not config.pluginmanager.hasplugin("xdist"):
         return
-    import pytest
 
     root = str(config.rootpath)
     for item in items:
