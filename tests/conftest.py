@@ -15,18 +15,33 @@ os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
 #: the trainer test files that share most of the session's real runs
 SHARED_RUN_FILES = ("test_faults.py", "test_rules.py", "test_training.py")
+#: runs of those files long enough for a worker group of their own: run -> the tests that read
+#: it besides those parametrized with ``run`` (the long pair is "long" and "clean-long")
+OWN_GROUP_RUNS = {
+    "long": ("test_leak_grows_host_memory_every_step",
+             "test_lr_high_runs_30x_the_learning_rate_and_ends_above_the_clean_loss",
+             "test_lr_high_makes_the_loss_oscillate",
+             "test_the_long_clean_run_fires_no_warning_or_critical_alert"),
+    "plateau": (),
+}
 
 
-def _group(path: str) -> str:
+def _group(path: str, item: object = None) -> str:
     """The worker group of a test under ``pytest -n`` (``--dist loadgroup``): tests sharing a
     costly session fixture stay in one worker (the real trainer runs of ``tests/trainer_hooks/
     trainer``; the toy networks of the rest of ``tests/trainer_hooks``), every other file is a
     group of its own, so a module fixture is built once."""
     parts = path.replace(os.sep, "/").split("/")
     if parts[:3] == ["tests", "trainer_hooks", "trainer"]:
-        # the fault, rule and training tests share most runs; the rest share few with them
-        # (two short runs trained twice is cheaper than one worker doing all of them)
-        return "trainer-runs" if parts[-1] in SHARED_RUN_FILES else "trainer-runs-more"
+        if parts[-1] not in SHARED_RUN_FILES:
+            return "trainer-runs-more"   # shares two short runs with the files below
+        callspec = getattr(item, "callspec", None)
+        run = callspec.params.get("run") if callspec is not None else None
+        name = getattr(item, "originalname", None)
+        for own, readers in OWN_GROUP_RUNS.items():
+            if run == own or name in readers:
+                return f"trainer-run-{own}"
+        return "trainer-runs"
     if parts[:2] == ["tests", "trainer_hooks"]:
         return "trainer-toys"
     return "/".join(parts)
@@ -40,4 +55,4 @@ def pytest_collection_modifyitems(config, items):
     root = str(config.rootpath)
     for item in items:
         path = os.path.relpath(str(item.path), root)
-        item.add_marker(pytest.mark.xdist_group(name=_group(path)))
+        item.add_marker(pytest.mark.xdist_group(name=_group(path, item)))
