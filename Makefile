@@ -11,7 +11,7 @@ demo: bootstrap
 	$(PY) -m msdoctor demo
 
 test: bootstrap system
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=30 tests
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --no-loadscope-reorder --durations=30 tests
 
 bench: bootstrap
 	@for b in tests/bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -23,14 +23,23 @@ OWN_GROUP_RUNS = {
              "test_lr_high_makes_the_loss_oscillate",
              "test_the_long_clean_run_fires_no_warning_or_critical_alert"),
     "plateau": (),
+    "two-ranks": ("test_the_ranks_of_one_launch_share_a_run_id_and_each_keeps_its_own_spool_and_shard",
+                  "test_a_second_launch_into_the_same_directory_is_refused_by_every_rank",
+                  "test_the_slow_rank_of_a_two_rank_launch_fires_straggler_rank_on_that_rank_only"),
 }
+#: the longest worker groups, longest first (CI seconds: ~700, 520, 500, 270, 250); they are
+#: handed out first (``make test`` keeps the collection order: ``--no-loadscope-reorder``), so
+#: none of them starts late and becomes the suite's tail
+FIRST_GROUPS = ("trainer-runs", "trainer-run-long", "trainer-runs-more", "trainer-run-plateau",
+                "trainer-run-two-ranks")
 
 
-def _group(path: str, item: object = None) -> str:
+def _group(path: str, item: object) -> str:
     """The worker group of a test under ``pytest -n`` (``--dist loadgroup``): tests sharing a
     costly session fixture stay in one worker (the real trainer runs of ``tests/trainer_hooks/
-    trainer``; the toy networks of the rest of ``tests/trainer_hooks``), every other file is a
-    group of its own, so a module fixture is built once."""
+    trainer``, the runs of ``OWN_GROUP_RUNS`` each in a group of its own; the toy networks of
+    the rest of ``tests/trainer_hooks``), every other file is a group of its own, so a module
+    fixture is built once."""
     parts = path.replace(os.sep, "/").split("/")
     if parts[:3] == ["tests", "trainer_hooks", "trainer"]:
         if parts[-1] not in SHARED_RUN_FILES:
@@ -53,6 +62,9 @@ def pytest_collection_modifyitems(config, items):
         return
 
     root = str(config.rootpath)
+    groups = {}
     for item in items:
-        path = os.path.relpath(str(item.path), root)
-        item.add_marker(pytest.mark.xdist_group(name=_group(path, item)))
+        groups[item] = _group(os.path.relpath(str(item.path), root), item)
+        item.add_marker(pytest.mark.xdist_group(name=groups[item]))
+    rank = {name: k for k, name in enumerate(FIRST_GROUPS)}
+    items.sort(key=lambda item: rank.get(groups[item], len(rank)))      # stable: else as found

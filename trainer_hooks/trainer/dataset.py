@@ -73,7 +73,7 @@ class WindowSource:
 class Sleeper:
     """A batch map that sleeps per batch: a slow loader (the ``slow-data`` injection).
 
-    ``delay`` is milliseconds, or an object whose ``seconds()`` gives the current delay
+    ``delay`` is milliseconds, or an object whose ``wait()`` paces each batch
     (:class:`trainer_hooks.trainer.injection.LoaderPace`).
     """
 
@@ -81,8 +81,10 @@ class Sleeper:
         self.delay = delay
 
     def __call__(self, batch: np.ndarray) -> np.ndarray:
-        seconds = self.delay.seconds() if hasattr(self.delay, "seconds") else self.delay / 1000.0
-        time.sleep(seconds)
+        if hasattr(self.delay, "wait"):
+            self.delay.wait()
+        else:
+            time.sleep(self.delay / 1000.0)
         return batch
 
 
@@ -96,7 +98,7 @@ def build(source: WindowSource, batch_size: int, workers: int, slow_ms=0.0):
     data = ds.GeneratorDataset(source, column_names=["input_ids"], shuffle=False,
                                num_parallel_workers=workers, python_multiprocessing=False)
     data = data.batch(batch_size, drop_remainder=True)
-    if hasattr(slow_ms, "seconds") or slow_ms > 0:
+    if hasattr(slow_ms, "wait") or slow_ms > 0:
         data = data.map(operations=Sleeper(slow_ms), input_columns=["input_ids"],
                         num_parallel_workers=1, python_multiprocessing=False)
     return data

@@ -10,7 +10,8 @@ training run, so the signals the hooks record are what the fault really does:
   intended zero): every update falls below fp32 resolution, the weights stop changing.
 - ``slow-data@MS``: the loader sleeps per batch (one worker) MS ms, and at least
   ``SLOW_DATA_FACTOR`` times the step's compute time measured in this run, so the step waits for
-  data however loaded the machine is (a loader merely as slow as the compute keeps up).
+  data however loaded the machine is (a loader merely as slow as the compute keeps up). It reads
+  at most ``LoaderPace.AHEAD`` batches ahead, so the steps wait from the first on.
   ``slow-data@MS:FROM-TO``: a window, as storage that turns slow for a while: the batch of each
   step FROM..TO cannot be read before the training has finished the step before it, then
   takes MS ms (so read-ahead cannot hide it: each of those steps waits about MS ms); the steps
@@ -272,9 +273,15 @@ class LoaderPace:
     no lock needed between the two threads.
     """
 
-    def __init__(self, ms: float, factor: float = SLOW_DATA_FACTOR) -> None:
-        self.floor, self.factor = ms / 1000.0, factor
+    #: batches the loader may read ahead of the training
+    AHEAD = 2
+
+    def __init__(self, ms: float, factor: float = SLOW_DATA_FACTOR, patience: float = 60.0
+                 ) -> None:
+        self.floor, self.factor, self.patience = ms / 1000.0, factor, patience
         self.compute_s = 0.0
+        self.served = 0    # batches the loader has handed out
+        self.done = 0      # steps the training has finished
 
     def note_compute(self, seconds: float) -> None:
         """One step's compute time (an EWMA, so one slow step does not stall the loader)."""
@@ -282,6 +289,18 @@ class LoaderPace:
 
     def seconds(self) -> float:
         return max(self.floor, self.factor * self.compute_s)
+
+    def wait(self) -> None:
+        """The loader's turn for one batch: once the training is at most :attr:`AHEAD` batches
+        behind (never longer than ``patience`` s), the delay. Without that bound the loader
+        would fill its prefetch queue during graph compilation, and the steps would wait for
+        data only once that queue ran dry: later the longer the compile took (the more loaded
+        the machine)."""
+        deadline = time.monotonic() + self.patience
+        while self.served - self.done >= self.AHEAD and time.monotonic() < deadline:
+            time.sleep(0.002)
+        self.served += 1
+        time.sleep(self.seconds())
 
 
 def make_callback(injections: Injections, network, schedule, run_dir: str, hang_timeout: float,
@@ -331,6 +350,7 @@ def make_callback(injections: Injections, network, schedule, run_dir: str, hang_
         def on_train_step_end(self, run_context) -> None:
             if pace is not None:
                 self.timed += 1
+                pace.done = self.timed
                 if self.timed > 1:                 # the first step includes the graph compile
                     pace.note_compute(time.perf_counter() - self.begun)
             if injections.leak:

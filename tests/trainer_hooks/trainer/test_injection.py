@@ -78,3 +78,19 @@ def test_the_slow_data_delay_is_its_floor_or_twice_the_measured_compute_whicheve
     for _ in range(50):
         pace.note_compute(0.130)                            # a loaded machine: 2x the compute
     assert pace.seconds() == pytest.approx(0.260, rel=1e-3)
+
+
+def test_the_slow_loader_reads_no_further_ahead_than_its_bound_and_gives_up_after_its_patience():
+    import time
+    from trainer_hooks.trainer.injection import LoaderPace
+
+    pace = LoaderPace(1, patience=0.3)
+    for _ in range(pace.AHEAD):
+        pace.wait()                                         # read-ahead within the bound
+    began = time.monotonic()
+    pace.wait()                                             # the training has done nothing
+    assert time.monotonic() - began >= 0.3 and pace.served == pace.AHEAD + 1
+    pace.done = pace.served                                 # the training caught up
+    began = time.monotonic()
+    pace.wait()
+    assert time.monotonic() - began < 0.25

@@ -215,8 +215,8 @@ class Runs:
     }
     #: runs of several ranks at once (one process each): per-rank options
     RANKS = {
-        # rank 1's loader sleeps 100 ms a batch: a straggler, ~3x rank 0's step time
-        "two-ranks": (("--steps", "320"), ("--steps", "320", "--inject", "slow-data@100")),
+        # rank 1's loader sleeps 100 ms a batch, at least 2x its compute: a straggler from step 1
+        "two-ranks": (("--steps", "280"), ("--steps", "280", "--inject", "slow-data@100")),
         # MindFormers' output/log tree of two ranks, rank 1 with a NaN
         "mf-two-ranks": (("--steps", "40"), ("--steps", "40", "--inject", "nan@30")),
     }
