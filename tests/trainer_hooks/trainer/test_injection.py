@@ -82,6 +82,7 @@ def test_the_slow_data_delay_is_its_floor_or_twice_the_measured_compute_whicheve
 
 def test_the_slow_loader_reads_no_further_ahead_than_its_bound_and_gives_up_after_its_patience():
     import time
+
     from trainer_hooks.trainer.injection import LoaderPace
 
     pace = LoaderPace(1, patience=0.3)
