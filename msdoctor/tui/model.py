@@ -154,21 +154,30 @@ def _median(values: List[float]) -> Optional[float]:
 
 
 def _finite(value: object) -> bool:
+    if type(value) is float:                # the common case, without the isinstance calls
+        return value - value == 0.0
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+#: Score of each health, worst highest (``judge``).
+_HEALTH_SCORE = {h: 10_000.0 * (len(HEALTH) - i) for i, h in enumerate(HEALTH)}
 
 
 def judge(rows: Sequence[RankRow], stale_after_s: float = 120.0) -> List[RankRow]:
     """Set ``health`` and ``score`` of every row (in place; returns them): alerts,
     failures and non-finite losses first, then the ranks furthest from the median loss
     and step time."""
-    losses = [r.values["loss"] for r in rows if _finite(r.values.get("loss"))]
-    times = [r.values["step_time_s"] for r in rows if _finite(r.values.get("step_time_s"))]
+    pairs = [(r.values.get("loss"), r.values.get("step_time_s")) for r in rows]
+    losses = [x for x, _ in pairs if _finite(x)]
+    times = [t for _, t in pairs if _finite(t)]
     med_loss, med_time = _median(losses), _median(times)
     spread = _median([abs(x - med_loss) for x in losses]) if med_loss is not None else None
+    scale = 1.0
+    if med_loss is not None:
+        scale = max(spread or 0.0, 1e-6 * abs(med_loss), 1e-12)
     out = []
-    for r in rows:
-        loss, step_time = r.values.get("loss"), r.values.get("step_time_s")
-        nonfinite = isinstance(loss, float) and not math.isfinite(loss)
+    for r, (loss, step_time) in zip(rows, pairs):
+        nonfinite = isinstance(loss, float) and not loss - loss == 0.0
         if r.critical or r.status == "failed" or nonfinite:
             health = "bad"
         elif r.firing or r.pending or r.status == "stopped":
@@ -179,10 +188,9 @@ def judge(rows: Sequence[RankRow], stale_after_s: float = 120.0) -> List[RankRow
             health = "stale"
         else:
             health = "ok"
-        score = 10_000.0 * (len(HEALTH) - HEALTH.index(health)) + 100.0 * r.critical \
-            + 10.0 * r.firing + r.pending
-        if _finite(loss) and med_loss is not None:
-            score += min(9.0, abs(loss - med_loss) / max(spread or 0.0, 1e-6 * abs(med_loss), 1e-12))
+        score = _HEALTH_SCORE[health] + 100.0 * r.critical + 10.0 * r.firing + r.pending
+        if med_loss is not None and _finite(loss):
+            score += min(9.0, abs(loss - med_loss) / scale)
         if _finite(step_time) and med_time:
             score += min(9.0, max(0.0, step_time / med_time - 1.0) * 10.0)
         r.health, r.score = health, score

@@ -74,12 +74,26 @@ class RankTable(ScrollView, can_focus=True):
         self._fit_width = -1
         self.shown: List[Tuple[Column, int]] = fit(self.columns, 0)
         self._width = sum(w for _, w in self.shown)
+        #: drawn lines by (rank or -1 for the header, cursor on it); emptied whenever the rows,
+        #: the column layout or the styles change, so a refresh draws each visible line once
+        self._lines: Dict[Tuple[int, bool], Strip] = {}
+        self._base: Optional[Style] = None
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._forget()
+
+    def _forget(self) -> None:
+        """Drop the drawn lines and the base style (new data, layout or styles)."""
+        self._lines.clear()
+        self._base = None
 
     def _fit(self, width: int) -> None:
         """Lay the columns out for ``width`` cells (the ALERTS column takes what is left)."""
         if width == self._fit_width:
             return
         self._fit_width = width
+        self._forget()
         self.shown = fit(self.columns, width)
         self._width = sum(w for _, w in self.shown)
         self.virtual_size = Size(self._width, len(self.rows) + 1)
@@ -116,6 +130,7 @@ class RankTable(ScrollView, can_focus=True):
         if self.cursor_rank not in self._index:
             self.cursor_rank = rows[0].rank if rows else None
         self.virtual_size = Size(self._width, len(rows) + 1)
+        self._forget()
         self.refresh()
 
     @property
@@ -136,14 +151,22 @@ class RankTable(ScrollView, can_focus=True):
         scroll_x, scroll_y = self.scroll_offset
         width = self.scrollable_content_region.width
         self._fit(width)
+        if self._base is None:
+            self._base = self.rich_style        # walks the ancestors: once per refresh
+        base = self._base
         if y == 0:
-            strip = self._header()
+            key = (-1, False)
         else:
             index = scroll_y + y - 1
             if index >= len(self.rows):
-                return Strip.blank(width, self.rich_style)
-            strip = self._row(self.rows[index], self.rows[index].rank == self.cursor_rank)
-        return strip.crop_extend(scroll_x, scroll_x + width, self.rich_style)
+                return Strip.blank(width, base)
+            row = self.rows[index]
+            key = (row.rank, row.rank == self.cursor_rank)
+        strip = self._lines.get(key)
+        if strip is None:
+            strip = self._header() if y == 0 else self._row(row, key[1])
+            self._lines[key] = strip
+        return strip.crop_extend(scroll_x, scroll_x + width, base)
 
     def _header(self) -> Strip:
         base = self.get_component_rich_style("rank-table--header")
@@ -160,7 +183,7 @@ class RankTable(ScrollView, can_focus=True):
         return Strip(segments, self._width)
 
     def _row(self, row: RankRow, cursor: bool) -> Strip:
-        base = self.rich_style + (self.get_component_rich_style("rank-table--cursor")
+        base = (self._base or self.rich_style) + (self.get_component_rich_style("rank-table--cursor")
                                   if cursor else Style())
         segments = []
         for c, width in self.shown:

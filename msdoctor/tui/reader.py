@@ -213,34 +213,37 @@ class Reader:
 
     @staticmethod
     def _rows(view: OverviewView, active: Sequence[AlertItem]) -> List[RankRow]:
-        """One row per rank from the overview's parallel columns."""
+        """One row per rank from the overview's parallel columns (this runs for every rank
+        on every refresh: one pass, and a rank without alerts shares the empty counts)."""
         mine: Dict[Optional[int], List[AlertItem]] = {}
         for a in active:
             mine.setdefault(a.rank, []).append(a)
-        columns = [(name, [v if type(v) is float or v is None else as_float(v) for v in values])
-                   for name, values in view.latest.items()]
-        spark = view.spark.values if view.spark is not None else ()
+        names = list(view.latest)
+        columns = [[v if type(v) is float or v is None else as_float(v) for v in values]
+                   for values in view.latest.values()]
+        n = len(view.ranks)
+        spark = list(view.spark.values) if view.spark is not None else []
+        spark += [()] * (n - len(spark))
+        stale = [bool(x) for x in view.stale] + [False] * (n - len(view.stale))
         rows = []
-        stale = view.stale
-        for i, (rank, status, step, age) in enumerate(zip(
-                view.ranks, view.status, view.last_step, view.age_s)):
-            values = {}
-            for name, column in columns:
-                v = column[i]
-                if v is not None:
-                    values[name] = v
-            theirs = mine.get(rank, ())
-            names, severities = by_severity(theirs)
-            points = spark[i] if i < len(spark) else ()
+        for rank, status, step, age, points, old, values in zip(
+                view.ranks, view.status, view.last_step, view.age_s, spark, stale,
+                zip(*columns) if columns else [()] * n):
+            theirs = mine.get(rank)
+            if theirs:
+                alert_names, severities = by_severity(theirs)
+                firing = sum(1 for a in theirs if a.state == "firing")
+                pending = sum(1 for a in theirs if a.state == "pending")
+                critical = sum(1 for a in theirs if a.state == "firing"
+                               and a.severity == "critical")
+            else:
+                alert_names, severities, firing, pending, critical = (), (), 0, 0, 0
             rows.append(RankRow(
                 rank=int(rank), status=str(status or "running"), last_step=step,
-                age_s=as_float(age), values=values,
-                firing=sum(1 for a in theirs if a.state == "firing"),
-                pending=sum(1 for a in theirs if a.state == "pending"),
-                critical=sum(1 for a in theirs if a.state == "firing"
-                             and a.severity == "critical"),
-                spark=tuple(points), stale=bool(stale[i]) if i < len(stale) else False,
-                alerts=names, severities=severities))
+                age_s=age if type(age) is float else as_float(age),
+                values={k: v for k, v in zip(names, values) if v is not None},
+                firing=firing, pending=pending, critical=critical,
+                spark=tuple(points), stale=old, alerts=alert_names, severities=severities))
         return rows
 
     @staticmethod
