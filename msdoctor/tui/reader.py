@@ -218,6 +218,9 @@ class Reader:
         mine: Dict[Optional[int], List[AlertItem]] = {}
         for a in active:
             mine.setdefault(a.rank, []).append(a)
+        # ranks with the same alerts share their cell: (names, severities, firing, pending,
+        # critical) by the (alert, severity, state) of each
+        cells: Dict[tuple, tuple] = {(): ((), (), 0, 0, 0)}
         names = list(view.latest)
         columns = [[v if type(v) is float or v is None else as_float(v) for v in values]
                    for values in view.latest.values()]
@@ -229,15 +232,16 @@ class Reader:
         for rank, status, step, age, points, old, values in zip(
                 view.ranks, view.status, view.last_step, view.age_s, spark, stale,
                 zip(*columns) if columns else [()] * n):
-            theirs = mine.get(rank)
-            if theirs:
-                alert_names, severities = by_severity(theirs)
-                firing = sum(1 for a in theirs if a.state == "firing")
-                pending = sum(1 for a in theirs if a.state == "pending")
-                critical = sum(1 for a in theirs if a.state == "firing"
-                               and a.severity == "critical")
-            else:
-                alert_names, severities, firing, pending, critical = (), (), 0, 0, 0
+            theirs = mine.get(rank, ())
+            key = tuple([(a.alert, a.severity, a.state) for a in theirs])
+            cell = cells.get(key)
+            if cell is None:
+                cell = cells[key] = (*by_severity(theirs),
+                                     sum(1 for a in theirs if a.state == "firing"),
+                                     sum(1 for a in theirs if a.state == "pending"),
+                                     sum(1 for a in theirs if a.state == "firing"
+                                         and a.severity == "critical"))
+            alert_names, severities, firing, pending, critical = cell
             rows.append(RankRow(
                 rank=int(rank), status=str(status or "running"), last_step=step,
                 age_s=age if type(age) is float else as_float(age),
