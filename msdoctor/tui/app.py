@@ -179,8 +179,10 @@ class DoctorApp(App[None]):
         if overview.wants_curves and not was_room and self.pane == "overview":
             self.action_refresh_now()           # room appeared: fetch the curves now
         firing = snap.run.firing if snap.run else 0
-        self.query_one(TabbedContent).get_tab("alerts").label = \
-            f"Alerts ({firing})" if firing else "Alerts"
+        tab = self.query_one(TabbedContent).get_tab("alerts")
+        label = f"Alerts ({firing})" if firing else "Alerts"
+        if str(tab.label) != label:             # a new label lays the screen out again
+            tab.label = label
 
     async def refresh_logs(self) -> None:
         """Read what the followed log file gained (in a thread) and show it."""
