@@ -98,8 +98,12 @@ def _session(seed: int, blocks: int, run_dir: Path, steps: int, *argv: str):
 
     args = options.parse(["--run-dir", str(run_dir), "--steps", str(steps), "--seed", str(seed),
                           *argv])
-    plan = make_plan(args)
-    plan.preset = dataclasses.replace(PRESETS["tiny"], num_layers=blocks)
+    tiny = PRESETS["tiny"]                 # the plan checks --inject's block against the preset
+    PRESETS["tiny"] = dataclasses.replace(tiny, num_layers=blocks)
+    try:
+        plan = make_plan(args)
+    finally:
+        PRESETS["tiny"] = tiny
     token_file = tokens.build(tokens.default_cache_dir(), plan.preset.vocab_size)
     session = Session(plan, args, {"run": run_dir.name}, token_file)
     return session, session.build_cell()
