@@ -20,8 +20,9 @@ NAMES = ["embedding", "layers.0", "layers.1", "layers.2", "norm_out", "lm_head"]
 
 
 def write_rank(run_dir: Path, rank: int, steps: int, spike: Optional[tuple] = None,
-               nan: Optional[tuple] = None, extra: tuple = ()) -> None:
-    """``steps`` steps; ``spike = (step, layer index)`` x1000; ``nan = (step, block)``."""
+               nan: Optional[tuple] = None, extra: tuple = (), frozen: Optional[int] = None) -> None:
+    """``steps`` steps; ``spike = (step, layer index)`` x1000; ``nan = (step, block)``;
+    ``frozen``: a layer index whose sampled update ratio (every 10 steps) is 0."""
     lines: List[bytes] = [encode(make("run_start", rank, run="r", world_size=2, t=1000.0,
                                       config={"model": "llama"}))]
     for s in range(1, steps + 1):
@@ -35,10 +36,14 @@ def write_rank(run_dir: Path, rank: int, steps: int, spike: Optional[tuple] = No
         if nan and s == nan[0]:
             acts = [None] + [3.0 if b < nan[1] else math.nan for b in range(3)] + [None, None]
             grads, norm, loss = [math.nan] * len(NAMES), math.nan, math.nan
+        sampled: dict = {}
+        if frozen is not None and s % 10 == 0:
+            sampled = {"update_ratio": [0.0 if i == frozen else 1e-3 for i in range(len(NAMES))]}
         lines.append(encode(make("layers", rank, run="r", step=s, t=t, names=NAMES,
-                                 grad_norm=grads, act_max=acts)))
+                                 grad_norm=grads, act_max=acts, **sampled)))
+        still = {"layers_still": 1} if sampled else {}
         lines.append(encode(make("step", rank, run="r", step=s, t=t, loss=loss, grad_norm=norm,
-                                 lr=1e-4, step_time_s=1.0)))
+                                 lr=1e-4, step_time_s=1.0, **still)))
     lines[5:5] = [line.encode() for line in extra]
     path = run_dir / "events" / f"rank-{rank}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -62,6 +67,12 @@ def test_a_spike_and_a_nan_are_labelled_with_their_layer_and_the_rank_that_went_
     assert alerts[("LossNonFinite", 0)]["labels"]["layer"] == "layers.2"
     assert alerts[("LossNonFinite", 1)]["labels"]["layer"] == "layers.1"
     assert {alerts[("LossNonFinite", r)]["labels"]["first_rank"] for r in (0, 1)} == {"1"}
+
+
+def test_a_frozen_middle_block_is_the_layer_its_alert_names(tmp_path):
+    write_rank(tmp_path, 0, 30, frozen=2)
+    frozen = [a for a in replay(tmp_path)["alerts"] if a["alert"] == "LayerFrozen"]
+    assert [(a["step"], a["labels"]["layer"]) for a in frozen][:1] == [(10, "layers.1")]
 
 
 def test_a_malformed_layers_line_is_counted_with_its_file_and_line_and_the_rest_still_judged(tmp_path):
