@@ -102,7 +102,7 @@ def main() -> int:
     args = parser.parse_args()
     global PAUSE
     PAUSE = args.pause
-    logging.getLogger("msdoctor.core.alerts").setLevel(logging.WARNING)   # not 1024 alert lines
+    logging.getLogger("msdoctor.core.alerts").setLevel(logging.CRITICAL)  # not 1024 alert lines
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         # live ranks: the recorded steps end now, and the steps appended between refreshes
