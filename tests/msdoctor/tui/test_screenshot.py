@@ -18,8 +18,9 @@ async def take_screenshot(app, pilot) -> None:
     for _ in range(600):                    # the palette delivers it from a 0.1 s timer; a busy
                                             # machine may take far longer (liveness only)
         await pilot.pause(0.1)
-        if app.last_screenshot:
-            return
+        if app.last_screenshot and any(app.last_screenshot in n.message
+                                       for n in app._notifications):
+            return                          # saved, and its notice (a message) handled
 
 
 async def test_the_palette_screenshot_lands_in_the_run_directory(tmp_path, monkeypatch):
