@@ -89,7 +89,7 @@ LEAK_DEFAULT_MB = 4
 STALL_LR_FACTOR = 1e-9
 LOW_LOSS_SCALE = 2.0 ** -16
 SLOW_DATA_FACTOR = 2.0
-HANG_STEPS = 20
+HANG_STEPS = 45   # JobHung waits 30 median steps (its median counts the compile step too)
 
 
 class InjectionError(ValueError):
