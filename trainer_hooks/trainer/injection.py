@@ -243,6 +243,14 @@ class CorruptShard:
         return self.tokens[(step * 7 + within) % len(self.tokens)]
 
 
+def _await(ready, patience: float) -> None:
+    """Poll ``ready()`` (the loader thread waiting for the training) until true, or ``patience``
+    seconds have passed."""
+    deadline = time.monotonic() + patience
+    while not ready() and time.monotonic() < deadline:
+        time.sleep(0.002)
+
+
 class SlowWindow:
     """``slow-data@MS:FROM-TO`` (see the module docstring): the loader calls :meth:`wait` per
     batch, the injector callback :meth:`reached` per step (plain int reads and writes across
@@ -259,9 +267,7 @@ class SlowWindow:
     def wait(self, step: int) -> None:
         if not self.first <= step <= self.last:
             return
-        deadline = time.monotonic() + self.patience
-        while self.done < step - 1 and time.monotonic() < deadline:
-            time.sleep(0.002)
+        _await(lambda: self.done >= step - 1, self.patience)
         time.sleep(self.seconds)
 
 
@@ -296,9 +302,7 @@ class LoaderPace:
         would fill its prefetch queue during graph compilation, and the steps would wait for
         data only once that queue ran dry: later the longer the compile took (the more loaded
         the machine)."""
-        deadline = time.monotonic() + self.patience
-        while self.served - self.done >= self.AHEAD and time.monotonic() < deadline:
-            time.sleep(0.002)
+        _await(lambda: self.served - self.done < self.AHEAD, self.patience)
         self.served += 1
         time.sleep(self.seconds())
 
