@@ -64,6 +64,10 @@ class Engine:
         self._by_name = {cr.rule.alert: cr for cr in self.program.rules}
         self._tick_rules = sorted((cr for cr in self.program.rules if cr.rule.time_based),
                                   key=lambda cr: self.causes.depth.get(cr.rule.alert, 0))
+        #: the clock's operators a tick re-evaluates: those the time-based rules depend on
+        #: (a tick judges only them; the other rules keep their last values)
+        ticked = {i for cr in self._tick_rules for i in cr.uses}
+        self._tick_nodes = [i for i in self.program.clock_nodes if i in ticked]
         self._kept_nodes = [i for i, n in enumerate(self.program.nodes)
                             if isinstance(n, Signal) or n.run_scoped]
 
@@ -296,7 +300,7 @@ class Engine:
         frame = Frame(np.array([step], dtype=np.int64), np.array([float(step)]),
                       np.array([now]), None, ctx, now=now)
         failed: Dict[int, str] = {}
-        fresh = self.program.tick(frame, ctx.states, ctx.last, failed)
+        fresh = self.program.tick(frame, ctx.states, ctx.last, failed, self._tick_nodes)
         out: List[Alert] = []
         for cr in self._tick_rules:
             if failed and self._failed(cr, failed):
