@@ -64,9 +64,7 @@ class Engine:
         self._by_name = {cr.rule.alert: cr for cr in self.program.rules}
         self._tick_rules = sorted((cr for cr in self.program.rules if cr.rule.time_based),
                                   key=lambda cr: self.causes.depth.get(cr.rule.alert, 0))
-        #: the clock's operators a tick re-evaluates: those the time-based rules depend on
-        #: (a tick judges only them; the other rules keep their last values)
-        ticked = {i for cr in self._tick_rules for i in cr.uses}
+        ticked = {i for cr in self._tick_rules for i in cr.uses}    # what a tick re-judges
         self._tick_nodes = [i for i in self.program.clock_nodes if i in ticked]
         self._kept_nodes = [i for i, n in enumerate(self.program.nodes)
                             if isinstance(n, Signal) or n.run_scoped]
@@ -184,11 +182,8 @@ class Engine:
 
     def on_tick(self, now: float, store: Optional[Store] = None) -> List[Alert]:
         """Clock-driven evaluation of the time-based rules of every rank."""
-        out: List[Alert] = []
-        for rc in self.runs.values():
-            for ctx in list(rc.ranks.values()):
-                out.extend(self._tick_rank(ctx, float(now)))
-        return out
+        return [a for rc in list(self.runs.values()) for ctx in list(rc.ranks.values())
+                for a in self._tick_rank(ctx, float(now))]
 
     def tick_rank(self, run: str, rank: int, now: float) -> List[Alert]:
         """Clock-driven evaluation of one rank only (replay: a gap inside that rank's record)."""
