@@ -27,7 +27,7 @@ _DONE = "done"
 def _work(run_dir: str, index: int, count: int, out: Any) -> None:
     """Worker: every poll of its share of the spool, then ``_DONE``; an error as text."""
     try:
-        tailer = SpoolTailer(run_dir, part=(index, count))
+        tailer = SpoolTailer(run_dir, part=(index, count), step_events=False)
         for chunks in drain(tailer, empty=True):
             for chunk in chunks:             # the step dicts stay here: the batch has them
                 if chunk.steps is not None:
