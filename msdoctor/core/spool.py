@@ -8,7 +8,8 @@ UTF-8, not a valid event, too long) become :class:`SpoolError` entries naming
 ``file:line`` and are skipped; ingest goes on.
 
 The common case, a read of valid events, is decoded in bulk (step events
-validated and columnized a block at a time, see :mod:`msdoctor.core.spool_bulk`);
+validated and columnized a block at a time, see :mod:`msdoctor.core.spool_bulk`; a
+replay's step lines go straight into columns, :mod:`msdoctor.core.spool_typed`);
 anything else falls back to the exact line-by-line decoder, which gives the same
 events, errors and positions.
 """
@@ -378,8 +379,9 @@ class SpoolTailer:
 
     def _decode_bulk(self, path: str, f: _File, lines: List[bytes],
                      errors: List[SpoolError]) -> Optional[List[Chunk]]:
-        """The common case in bulk (:func:`msdoctor.core.spool_bulk.decode_bulk`); None
-        before any state changes when the exact line-by-line decoder must do the work."""
+        """The common case in bulk (:func:`msdoctor.core.spool_bulk.decode_bulk`; without
+        ``step_events``, :func:`msdoctor.core.spool_typed.decode_typed` first); None before
+        any state changes when the exact line-by-line decoder must do the work."""
         if len(lines) and max(map(len, lines)) > self.max_line_bytes:
             return None
         run = f.run or self.default_run

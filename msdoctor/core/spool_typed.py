@@ -2,22 +2,24 @@
 
 A replay needs the step events only as columns (:class:`~msdoctor.core.batch.StepBatch`);
 the live sidecar's store needs them as dicts too. A :class:`~msdoctor.core.spool.SpoolTailer`
-with ``step_events`` off decodes a read's lines with a msgspec decoder of the step schema
-(a typed struct per line, built from :data:`msdoctor.wire.schema.FIELDS`: what the schema
-accepts unchanged, and nothing else), and the structs' fields into a float table in one
-pass in C. The chunk's ``events`` holds :data:`STEP` where a step event was; the other
-events, and the step events holding something to normalise ("nan", "inf"), are parsed and
-checked one by one as the bulk decoder does.
+with ``step_events`` off decodes a read's lines with a msgspec decoder of the step schema (a
+typed struct per line, built from :data:`msdoctor.wire.schema.FIELDS`: what the schema
+accepts unchanged and nothing else, no unknown field either) and turns the structs into a
+float table in one pass in C. The chunk's ``events`` holds :data:`STEP` where such a step
+event was. The other lines (other event types, step events with something to normalise such
+as "nan", or with a field the structs do not know) are parsed and checked one by one as the
+bulk decoder does.
 
-Anything else (a wrong type, an integral float for an int, a bad line, bytes that are not
-UTF-8, a wrong rank, a new run mid-read) returns None before any state
-changes, and :func:`msdoctor.core.spool_bulk.decode_bulk` does the work (then the exact
-line-by-line decoder). ``tests/msdoctor/core/test_spool_bulk.py`` proves the three give the
-same batches, events, errors and positions. Without msgspec (an optional dependency at import
-time) this path is off.
+A read with a bad line, bytes that are not UTF-8, a wrong rank or a new run mid-read returns
+None before any state changes, and :func:`msdoctor.core.spool_bulk.decode_bulk` does the
+work (then the exact line-by-line decoder). ``tests/msdoctor/core/test_spool_bulk.py`` proves
+the typed and the exact decoders give the same batches (bit for bit), events, errors and
+positions. Without msgspec (imported when a replay first reads, so the live sidecar never
+loads it; optional at import time) this path is off.
 """
 from __future__ import annotations
 
+from itertools import chain
 from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -26,13 +28,8 @@ import numpy as np
 
 from msdoctor.core.batch import StepBatch, Table, step_block
 from msdoctor.core.spool_bulk import batch_of_blocks, check_event
+from msdoctor.wire.codec import loads
 from msdoctor.wire.schema import FIELDS, EventError
-
-try:
-    import msgspec
-    from orjson import loads as _raw_loads
-except ImportError:  # pragma: no cover - exercised only without msgspec or orjson
-    msgspec = None  # type: ignore[assignment]
 
 #: Stands for a step event in ``Chunk.events`` (its values are in ``Chunk.steps``).
 STEP: Mapping[str, Any] = MappingProxyType({"type": "step"})
@@ -43,23 +40,37 @@ _TYPES = {"int": int, "number": float, "bool": bool, "string": str, "object": di
           "numbers": list, "names": list}
 
 
-def _decoder() -> Any:
-    """A msgspec decoder of one step line into a struct, or None (no msgspec, or a schema
-    field of a kind without a type here). Optional fields default to NaN: JSON has no NaN
-    number, so NaN in a column means "not recorded"."""
-    if msgspec is None:
-        return None
-    fields = []
-    for name, (kind, required) in FIELDS["step"].items():
-        if kind not in _TYPES:
+class _Decoder:
+    """msgspec's decoder of one step line into a struct and its error type, built when a
+    replay first needs it (the live sidecar never imports msgspec); ``decode`` None without
+    msgspec, or for a schema field of a kind without a type here. Optional fields
+    default to NaN: JSON has no NaN number, so NaN in a column means "not recorded"."""
+
+    decode: Any = None
+    error: Any = None
+    built = False
+
+    @classmethod
+    def build(cls) -> Any:
+        cls.built = True
+        try:
+            import msgspec
+        except ImportError:  # pragma: no cover - exercised only without msgspec
             return None
-        fields.append((name, _TYPES[kind]) if required else (name, _TYPES[kind], float("nan")))
-    fields.sort(key=len)                 # required fields first
-    struct = msgspec.defstruct("WireStep", fields, gc=False)
-    return msgspec.json.Decoder(struct)
+        fields: List[Any] = []
+        for name, (kind, required) in FIELDS["step"].items():
+            if kind not in _TYPES:
+                return None
+            fields.append((name, _TYPES[kind]) if required else
+                          (name, _TYPES[kind], float("nan")))
+        fields.sort(key=len)             # required fields first
+        # an unknown field would be skipped unchecked (msgspec does not parse its numbers,
+        # nor check its UTF-8): such a line is parsed and checked one by one instead
+        struct = msgspec.defstruct("WireStep", fields, gc=False, forbid_unknown_fields=True)
+        cls.decode, cls.error = msgspec.json.Decoder(struct).decode, msgspec.DecodeError
+        return cls.decode
 
 
-_DECODER = _decoder()
 #: The float columns of a step: its time first, then the signals and the overflow flag.
 _NUMS = tuple(name for name, (kind, _) in FIELDS["step"].items() if kind in ("number", "bool"))
 _COLUMNS = ("t",) + tuple(name for name in _NUMS if name != "t")
@@ -75,31 +86,19 @@ def decode_typed(lines: List[bytes], rank: int, run: str, default_run: str
     :func:`~msdoctor.core.spool_bulk.decode_bulk` gives them, except that ``events`` holds
     :data:`STEP` for each step line the structs took; None when this path does not take
     the read."""
-    if _DECODER is None or not lines or not all(map(_utf8, lines)):
+    decode = _Decoder.decode if _Decoder.built else _Decoder.build()
+    if decode is None or not lines \
+            or not all(map(bytes.isascii, lines)) and not all(map(_utf8, lines)):
         return None
-    decode, error = _DECODER.decode, msgspec.DecodeError
-    rows: List[Any] = []
-    at: List[int] = []
-    rest: List[int] = []
-    for i, line in enumerate(lines):
-        try:
-            row = decode(line)
-        except error:                    # another event type, or something to look at
-            rest.append(i)
-            continue
-        if row.type == "step":
-            rows.append(row)
-            at.append(i)
-        else:
-            rest.append(i)
+    rows, at, rest = _structs(lines)
     events: List[Any] = [STEP] * len(lines)
     others: List[Dict[str, Any]] = []
     loose: List[int] = []                # step events normalised by the schema ("nan")
     started = False
     for i in rest:
         try:
-            event = events[i] = check_event(_raw_loads(lines[i]))
-        except (ValueError, EventError):  # orjson's errors are ValueErrors
+            event = events[i] = check_event(loads(lines[i]))
+        except EventError:
             return None
         if event["rank"] != rank:
             return None
@@ -112,12 +111,13 @@ def decode_typed(lines: List[bytes], rank: int, run: str, default_run: str
                 return None
             run, started = new_run, True
         others.append(event)
-    blocks = []
+    blocks: List[Any] = []
     if rows:
         block = _block(rows, rank)
         if block is None:
             return None
-        blocks.append((np.asarray(at, dtype=np.intp), *block))
+        every = len(at) == len(lines)    # rows given as line numbers; None: every line
+        blocks.append((None if every else np.asarray(at, dtype=np.intp), *block))
     if loose:
         blocks.append((np.asarray(loose, dtype=np.intp), *step_block([events[i] for i in loose])))
     if not blocks:
@@ -128,8 +128,59 @@ def decode_typed(lines: List[bytes], rank: int, run: str, default_run: str
     return events, others, batch_of_blocks(run, rank, is_step, blocks), run, started
 
 
+class _Other:
+    """Stands for a line the structs did not take."""
+
+    type = ""                # a str, as every struct's: "step".__eq__ compares it
+
+
+_OTHER = _Other()
+
+
+def _structs(lines: List[bytes]) -> Tuple[List[Any], List[int], List[int]]:
+    """The step structs of ``lines``, their line numbers, and the lines left to look at
+    (other event types, or lines the structs do not take)."""
+    decode, error = _Decoder.decode, _Decoder.error
+    rows: List[Any] = []
+    source = iter(lines)
+    while True:              # list.extend keeps the items taken before an error: go on after it
+        try:
+            rows.extend(map(decode, source))
+            break
+        except error:
+            rows.append(_OTHER)
+    if len(rows) != len(lines):          # (not so in some other Python: line by line)
+        return _one_by_one(lines)
+    kinds = list(map(_get_type, rows))
+    if kinds.count("step") == len(rows):
+        return rows, list(range(len(rows))), []
+    step = np.fromiter(map("step".__eq__, kinds), dtype=bool, count=len(kinds))
+    at = np.flatnonzero(step).tolist()
+    return list(map(rows.__getitem__, at)), at, np.flatnonzero(~step).tolist()
+
+
+def _one_by_one(lines: List[bytes]) -> Tuple[List[Any], List[int], List[int]]:
+    """:func:`_structs` line by line."""
+    decode, error = _Decoder.decode, _Decoder.error
+    rows: List[Any] = []
+    at: List[int] = []
+    rest: List[int] = []
+    for i, line in enumerate(lines):
+        try:
+            row = decode(line)
+        except error:
+            rest.append(i)
+            continue
+        if row.type == "step":
+            rows.append(row)
+            at.append(i)
+        else:
+            rest.append(i)
+    return rows, at, rest
+
+
 def _utf8(line: bytes) -> bool:
-    """Whether ``line`` is UTF-8 (msgspec skips the strings of unknown fields unchecked)."""
+    """Whether ``line`` is UTF-8 (as orjson requires of every byte of a line)."""
     if line.isascii():
         return True
     try:
@@ -147,7 +198,8 @@ def _block(rows: List[Any], rank: int) -> Optional[Tuple[np.ndarray, np.ndarray,
         return None
     try:
         steps = np.fromiter(map(_get_step, rows), dtype=np.int64, count=n)
-        table = np.array(list(map(_get_columns, rows)), dtype=np.float64)
+        table = np.fromiter(chain.from_iterable(map(_get_columns, rows)), dtype=np.float64,
+                            count=n * len(_COLUMNS)).reshape(n, len(_COLUMNS))
     except (OverflowError, ValueError, TypeError):
         return None
     recorded = ~np.isnan(table)

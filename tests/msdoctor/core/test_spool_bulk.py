@@ -224,6 +224,15 @@ def read_typed(run_dir: Path) -> tuple:
         chunks.extend(new)
 
 
+def assert_same_bits(got: list, expected: list) -> None:
+    """The step columns bit for bit (-0.0 is not 0.0)."""
+    for a, e in zip(got, expected):
+        for name, column in (e.steps.columns.items() if e.steps is not None else ()):
+            assert a.steps.columns[name].tobytes() == column.tobytes(), name
+        if e.steps is not None:
+            assert a.steps.t.tobytes() == e.steps.t.tobytes()
+
+
 def as_replay_reads(chunks: list, got: list) -> list:
     """The exact decoder's chunks with a step event's dict replaced by STEP where the typed
     read has STEP (a read it hands back keeps its dicts)."""
@@ -253,6 +262,7 @@ def test_typed_and_line_by_line_decoding_give_the_same_batches_errors_and_positi
     got, typed = read_typed(run_dir)
     expected, exact = read_all(run_dir, False, monkeypatch)
     assert_same_chunks(got, as_replay_reads(expected, got))
+    assert_same_bits(got, expected)
     assert typed.state_dict() == exact.state_dict()
 
 
@@ -273,6 +283,7 @@ def test_typed_decoding_gives_the_same_floats_as_the_exact_decoder(
     got, _ = read_typed(run_dir)
     expected, _ = read_all(run_dir, False, monkeypatch)
     assert_same_chunks(got, as_replay_reads(expected, got))
+    assert_same_bits(got, expected)
 
 
 def test_a_clean_spool_is_read_for_replay_without_a_dict_per_step(tmp_path):
@@ -288,3 +299,19 @@ def test_a_clean_spool_is_read_for_replay_without_a_dict_per_step(tmp_path):
     assert chunk.steps.steps.tolist() == list(range(1, 3001)) and not chunk.errors
     steps, ratio = chunk.steps.series("update_ratio")
     assert steps.tolist() == list(range(10, 3001, 10)) and ratio.tolist() == [1e-3] * 300
+
+
+def test_a_replay_reads_negative_zeros_and_huge_integers_as_the_exact_decoder_does(
+        tmp_path, monkeypatch):
+    lines = [b'{"v":1,"type":"step","rank":0,"step":%d,"loss":-0,"lr":-0.0,"tokens":%s,'
+             b'"grad_norm":1E+2,"step_time_s":%s}\n' % (n, big, small)
+             for n, (big, small) in enumerate([(b"9007199254740993", b"5e-324"),
+                                               (b"-18446744073709551617", b"2.5e-308"),
+                                               (b"123456789012345678901234567890", b"-0E0")], 1)]
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events" / "rank-0.jsonl").write_bytes(b"".join(lines))
+    got, _ = read_typed(tmp_path)
+    expected, _ = read_all(tmp_path, False, monkeypatch)
+    assert all(e is STEP for e in got[0].events)          # the typed path took the read
+    assert_same_chunks(got, as_replay_reads(expected, got))
+    assert_same_bits(got, expected)

@@ -1,4 +1,5 @@
-"""``replay --jobs N``: the rank files read by N processes give what one process gives."""
+"""``replay --jobs N``: the rank files read by N processes give what one process gives; and
+reading the step lines as structs (no dict per step) gives what reading them as dicts gives."""
 from __future__ import annotations
 
 import json
@@ -62,3 +63,17 @@ def test_replay_jobs_on_the_command_line_prints_what_one_job_prints(tree):
     for doc in (one, four):
         doc["summary"].pop("seconds")
     assert four == one and one["alerts"]
+
+
+def test_a_replay_reading_steps_as_structs_gives_what_reading_them_as_dicts_gives(
+        tree, monkeypatch):
+    monkeypatch.setattr(spool, "READ_BYTES_PER_FILE", 16 << 10)
+    rules = load_rules([str(default_rules_dir())])
+    taken = []
+    real = spool.decode_typed
+    monkeypatch.setattr(spool, "decode_typed", lambda *args: taken.append(real(*args)) or taken[-1])
+    typed = replay_paths([str(tree)], rules)
+    assert sum(found is not None for found in taken) > 10      # most reads took the typed path
+    monkeypatch.setattr(spool, "decode_typed", lambda *args: None)    # bulk or exact path only
+    dicts = replay_paths([str(tree)], rules)
+    assert comparable(typed) == comparable(dicts) and typed["alerts"]
