@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from itertools import chain
 from operator import attrgetter
-from types import MappingProxyType
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -31,8 +30,16 @@ from msdoctor.core.spool_bulk import batch_of_blocks, check_event
 from msdoctor.wire.codec import loads
 from msdoctor.wire.schema import FIELDS, EventError
 
+class _Step(Dict[str, Any]):
+    """The type of :data:`STEP`: pickled as a reference to it (a parallel replay's workers
+    send their chunks to the parent), never to be changed."""
+
+    def __reduce__(self) -> str:
+        return "STEP"
+
+
 #: Stands for a step event in ``Chunk.events`` (its values are in ``Chunk.steps``).
-STEP: Mapping[str, Any] = MappingProxyType({"type": "step"})
+STEP: Mapping[str, Any] = _Step(type="step")
 
 #: Field kind of the schema -> the one Python type msgspec takes for it (a JSON number of
 #: either kind becomes a float; ints, bools, strings, objects and arrays only as themselves).
