@@ -30,6 +30,7 @@ from msdoctor.core.spool_bulk import batch_of_blocks, check_event
 from msdoctor.wire.codec import loads
 from msdoctor.wire.schema import FIELDS, EventError
 
+
 class _Step(Dict[str, Any]):
     """The type of :data:`STEP`: pickled as a reference to it (a parallel replay's workers
     send their chunks to the parent), never to be changed."""
