@@ -24,6 +24,7 @@ from msdoctor.core.views import (
     RunsView,
     RunView,
 )
+from msdoctor.tui.columns import SPARK_WIDTH
 from msdoctor.tui.model import (
     AlertItem,
     ChartData,
@@ -42,7 +43,7 @@ from msdoctor.wire.numbers import as_float
 CHART_SIGNALS = ("loss", "grad_norm", "loss_scale", "tokens_per_s", "mem_device_bytes",
                  "mem_host_rss_bytes", WALL_TIME)
 SPARK_SIGNAL = "loss"
-SPARK_POINTS = 16                # the sparkline shows the last this many points
+SPARK_POINTS = SPARK_WIDTH       # the sparkline draws the last this many points: no more are sent
 #: The latest values the rank table and the health judgement read (``columns.py``, ``judge``).
 ROW_SIGNALS = ("loss", "grad_norm", "loss_scale", "tokens_per_s", "step_time_s",
                "data_wait_share", "mem_device_bytes", "mem_host_rss_bytes", "update_ratio")

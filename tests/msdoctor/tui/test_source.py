@@ -12,6 +12,7 @@ from msdoctor.core.engine import default_rules_dir, load_rules
 from msdoctor.core.pipeline import Pipeline
 from msdoctor.http.wiring import Endpoint
 from msdoctor.tui.app import DoctorApp
+from msdoctor.tui.columns import SPARK_WIDTH
 from msdoctor.tui.ranktable import RankTable
 from msdoctor.tui.reader import Request, SourceError
 from msdoctor.tui.source import EmbeddedSource, HttpSource
@@ -152,19 +153,19 @@ async def test_the_tui_opens_on_an_unreachable_url_with_a_banner_and_a_hint():
         assert "msdoctor serve --run-dir" in empty and "msdoctor tui --run-dir" in empty
 
 
-def test_the_sparkline_shows_the_last_16_losses_of_every_rank(tmp_path):
+def test_the_sparkline_gets_the_last_8_losses_of_every_rank_the_points_it_draws(tmp_path):
     run_dir = tmp_path / "run"
     spool_factory.write_run(run_dir, ranks=range(3), steps=40, t0=1_000_000.0)
     source = EmbeddedSource(run_dir)
     snap = source.fetch()
     for row in snap.ranks:
         series = source.sidecar.store.runs["run-a"].ranks[row.rank].series["loss"]
-        assert row.spark == tuple(series.values[-16:].tolist())
+        assert row.spark == tuple(series.values[-8:].tolist())
     line = encode(spool_factory.step("run-a", 1, 41, 1_000_100.0, loss=math.nan))
     with spool_factory.rank_file(run_dir, 1).open("ab") as f:
         f.write(line)
     row = source.fetch().ranks[1]
-    assert len(row.spark) == 16 and math.isnan(row.spark[-1])
+    assert len(row.spark) == 8 == SPARK_WIDTH and math.isnan(row.spark[-1])
     assert row.spark[:-1] == snap.ranks[1].spark[1:]
 
 
