@@ -198,9 +198,15 @@ class Chart(Widget, can_focus=True):
         self.plot = Plot()
 
     def set_plot(self, plot: Plot, legend: str = "") -> None:
-        self.plot = plot
+        """Show ``plot``; a plot equal to the one shown is not drawn again."""
         self.border_subtitle = legend
-        self.refresh()
+        try:
+            same = plot == self.plot
+        except ValueError:          # numpy arrays compare element-wise: call it changed
+            same = False
+        if not same:
+            self.plot = plot
+            self.refresh()
 
     def render(self) -> Text:
         return render_plot(self.plot, self.content_region.width, self.content_region.height)

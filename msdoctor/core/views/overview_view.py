@@ -109,8 +109,13 @@ class SparkView:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "SparkView":
-        return cls(d["signal"], int(d["points"]),
-                   tuple([_floats(values) for values in d.get("values") or ()]))
+        lists = d.get("values") or ()
+        flat = _floats([v for values in lists for v in values])    # one pass, not per rank
+        out, i = [], 0
+        for values in lists:
+            out.append(flat[i:i + len(values)])
+            i += len(values)
+        return cls(d["signal"], int(d["points"]), tuple(out))
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import http.client
 import math
 import time
 from pathlib import Path
@@ -96,6 +97,28 @@ def test_the_http_source_reads_the_same_snapshot_as_the_embedded_one(nan_run):
     assert remote.charts.markers == embedded.charts.markers
     assert remote.charts.series["loss"][2][0] == embedded.charts.series["loss"][2][0]
     assert remote.charts.series["t"][2] == embedded.charts.series["t"][2]    # wall times
+
+
+def test_one_fetch_asks_all_its_questions_over_one_connection_and_keeps_none_open(
+        nan_run, monkeypatch):
+    opened = []
+    connect = http.client.HTTPConnection.connect
+
+    def counted(conn: http.client.HTTPConnection) -> None:
+        opened.append(conn)
+        connect(conn)
+
+    monkeypatch.setattr(http.client.HTTPConnection, "connect", counted)
+    with live(nan_run) as side:
+        source = HttpSource(side.url)
+        asked = []
+        get = source.reader.queries.get
+        source.reader.queries.get = lambda path, params: asked.append(path) or get(path, params)
+        snap = source.fetch(Request(charts=True, chart_ranks=(1,)))
+        assert len(asked) >= 6 and len(opened) == 1 and source._conn is None
+        assert [r.rank for r in snap.ranks] == [0, 1, 2, 3]
+        source.fetch()
+        assert len(opened) == 2 and source._conn is None
 
 
 def test_an_unreachable_url_is_a_source_error_naming_the_address():
