@@ -93,12 +93,12 @@ class HttpSource(Source):
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"sidecar URL {url!r}: expected http://HOST:PORT, e.g. {DEFAULT_URL}")
         try:
-            parts.port
+            port = parts.port
         except ValueError:
             raise ValueError(f"sidecar URL {url!r}: the port is not a number; expected "
                              f"http://HOST:PORT, e.g. {DEFAULT_URL}") from None
         self.url, self.timeout = url, float(timeout)
-        self._parts = parts
+        self._parts, self._port = parts, port
         self.token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
         self.label = url
         self._asked_run_dir = False
@@ -140,7 +140,7 @@ class HttpSource(Source):
             if self._conn is None:
                 kind = http.client.HTTPSConnection if self._parts.scheme == "https" \
                     else http.client.HTTPConnection
-                self._conn = kind(self._parts.hostname or "", self._parts.port,
+                self._conn = kind(self._parts.hostname or "", self._port,
                                   timeout=self.timeout)
             conn = self._conn
             try:

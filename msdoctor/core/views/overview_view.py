@@ -17,13 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from msdoctor.core.liveness import (
-    RATE_SIGNALS,
-    gone_after,
-    is_gone,
-    rank_status,
-    stale_step_time,
-)
+from msdoctor.core.liveness import RATE_SIGNALS, gone_after, is_gone, rank_status, stale_step_time
 from msdoctor.core.state import RankState, Store
 from msdoctor.core.views.alert_views import AlertSource, active_of
 from msdoctor.core.views.run_views import run_state
