@@ -27,11 +27,11 @@ OWN_GROUP_RUNS = {
                   "test_a_second_launch_into_the_same_directory_is_refused_by_every_rank",
                   "test_the_slow_rank_of_a_two_rank_launch_fires_straggler_rank_on_that_rank_only"),
 }
-#: the longest worker groups, longest first (CI seconds: ~700, 520, 500, 270, 250); they are
+#: the longest worker groups, longest first (CI seconds: ~700, 500, 250, 210, 110); they are
 #: handed out first (``make test`` keeps the collection order: ``--no-loadscope-reorder``), so
 #: none of them starts late and becomes the suite's tail
-FIRST_GROUPS = ("trainer-runs", "trainer-run-long", "trainer-runs-more", "trainer-run-plateau",
-                "trainer-run-two-ranks")
+FIRST_GROUPS = ("trainer-runs", "trainer-runs-more", "trainer-run-long", "trainer-run-two-ranks",
+                "trainer-run-plateau")
 
 
 def _group(path: str, item: object) -> str:

@@ -347,13 +347,21 @@ class Pipeline:
 
     def _feed_many(self, chunks: List[Chunk]) -> None:
         """:meth:`_feed` for the chunks of one poll: those without a pause inside go to the
-        engine together (``process_many``), the others one by one."""
+        engine together (``process_many``), and so do those whose only pause came before
+        them (a live sidecar slower than the steps: each rank's new steps follow a pause),
+        once that rank's ticks of the pause are done; the others one by one."""
         together = []
         for chunk in chunks:
             run, rank, others, batch = chunk.run, chunk.rank, chunk.others, chunk.steps
             parts = self._parts(run, rank, others, batch)
             if parts is None:
                 together.append((run, rank, others, batch))
+            elif (len(parts) == 2 and parts[0][0] is None and batch is not None
+                  and parts[1][0] is not None and len(parts[1][0]) == len(batch)):
+                ends = [e for e in others if e.get("type") == "run_end"]
+                self._feed_parts(run, rank, [e for e in others if e.get("type") != "run_end"],
+                                 parts[:1])
+                together.append((run, rank, ends, batch))
             else:
                 self._feed_parts(run, rank, others, parts)
             self._noted(run, rank, batch)

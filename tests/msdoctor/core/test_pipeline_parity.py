@@ -3,6 +3,7 @@ same alerts on the same run directory, the clock-driven JobHung included."""
 from __future__ import annotations
 
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from msdoctor.replay.driver import replay_paths
 from msdoctor.tui.source import EmbeddedSource
 from msdoctor.wire import encode, make
 
-from spool_factory import STEP_TIME, append_steps, rank_file, write_run
+from spool_factory import STEP_TIME, append_steps, rank_file, step, write_run
 
 ROOT = Path(__file__).resolve().parents[3]
 KEY = ("alert", "rank", "state", "step", "first_step")
@@ -114,3 +115,43 @@ def test_a_live_serve_started_after_the_fact_journals_the_same_transitions(run_d
     assert serve.returncode == 0, err
     journalled = [json.loads(line) for line in journal.read_text().splitlines()]
     assert keys(journalled) == replayed
+
+
+def test_steps_that_follow_a_pause_on_every_rank_are_judged_together_with_the_verdict_of_one_by_one(
+        tmp_path, rules):
+    """A sidecar slower than the steps: each rank's new step comes after a pause. The pause is
+    ticked rank by rank, then all ranks' steps go to the engine in one pass, and the verdict is
+    that of feeding every chunk alone (JobHung during the pause, the NaN after it)."""
+    run_dir, ranks, steps = tmp_path / "many", range(6), 60
+    t0 = time.time() - 7200.0
+    write_run(run_dir, ranks=ranks, steps=steps, t0=t0, heartbeat=False)
+    end = t0 + steps * STEP_TIME
+    now = [end + 1.0]
+    together = Pipeline(run_dir, rules=rules, persist=False, keep_transitions=True,
+                        clock=lambda: now[0])
+    alone = Pipeline(run_dir, rules=rules, persist=False, keep_transitions=True,
+                     clock=lambda: now[0])
+
+    def poll_one_by_one() -> None:
+        for chunk in alone.tailer.poll(alone.poll_bytes):
+            alone.apply(chunk)
+        alone.tick()
+
+    together.poll_once()
+    poll_one_by_one()
+    later = end + 1200.0                                 # 20 minutes without a step
+    for rank in ranks:
+        with rank_file(run_dir, rank).open("ab") as f:
+            f.write(encode(step("run-a", rank, steps + 1, later,
+                                loss=math.nan if rank == 2 else None)))
+    now[0] = later + 1.0
+    calls = []
+    process = together.engine.process
+    together.engine.process = lambda *args: calls.append(args[1]) or process(*args)
+    together.poll_once()
+    poll_one_by_one()
+    assert calls == []                                    # no rank was evaluated on its own
+    found = keys(together.transitions)
+    assert found == keys(alone.transitions)
+    assert ("LossNonFinite", 2, "firing", steps + 1, steps + 1) in found
+    assert {k[1] for k in found if k[0] == "JobHung" and k[2] == "firing"} == set(ranks)
