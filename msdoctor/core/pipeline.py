@@ -230,16 +230,7 @@ class Pipeline:
         """One chunk of one (run, rank) through the store, the engine and the consumers;
         refused (counted, see :mod:`msdoctor.core.limits`) when its run is one too many."""
         with self.lock:
-            # a file-level problem alone (a directory where a rank file should be) is only
-            # reported: it makes no rank appear
-            if chunk.events or chunk.steps is not None \
-                    or any(e.line_no for e in chunk.errors):
-                steps = len(chunk.steps) if chunk.steps is not None else 0
-                count = max(len(chunk.events), len(chunk.others) + steps)  # a recording: others
-                if not self.run_limit.admit(chunk.run, chunk.others, count, chunk.path):
-                    return
-                if self.store is not None:
-                    self.store.apply(chunk)
+            if self._admit(chunk):
                 if self.engine is not None:
                     self._call("engine", self, "_feed", chunk.run, chunk.rank, chunk.others,
                                chunk.steps)
@@ -257,24 +248,26 @@ class Pipeline:
             for chunk in chunks:
                 self.apply(chunk)
             return
-        admitted = []
         with self.lock:
-            for chunk in chunks:
-                if chunk.events or chunk.steps is not None \
-                        or any(e.line_no for e in chunk.errors):
-                    steps = len(chunk.steps) if chunk.steps is not None else 0
-                    count = max(len(chunk.events), len(chunk.others) + steps)
-                    if not self.run_limit.admit(chunk.run, chunk.others, count, chunk.path):
-                        continue
-                    if self.store is not None:
-                        self.store.apply(chunk)
-                    admitted.append(chunk)
-            self._call("engine", self, "_feed_many", admitted)
+            self._call("engine", self, "_feed_many", [c for c in chunks if self._admit(c)])
         for chunk in chunks:
             for name, consumer in zip(self._names, self.consumers):
                 if hasattr(consumer, "on_chunk"):
                     with self.lock:
                         self._call(name, consumer, "on_chunk", chunk, self.store)
+
+    def _admit(self, chunk: Chunk) -> bool:
+        """Into the store, unless its run is one too many (counted) or it holds only a
+        file-level problem (a directory where a rank file should be: reported, no rank)."""
+        if not (chunk.events or chunk.steps is not None or any(e.line_no for e in chunk.errors)):
+            return False
+        steps = len(chunk.steps) if chunk.steps is not None else 0
+        count = max(len(chunk.events), len(chunk.others) + steps)     # a recording: others
+        if not self.run_limit.admit(chunk.run, chunk.others, count, chunk.path):
+            return False
+        if self.store is not None:
+            self.store.apply(chunk)
+        return True
 
     def ingest(self, run: str, rank: int, others: List[Dict[str, Any]],
                steps: Optional[StepBatch], source: str = "") -> None:
@@ -346,21 +339,19 @@ class Pipeline:
                     self.times.tick(run, rank, now)
 
     def _feed_many(self, chunks: List[Chunk]) -> None:
-        """:meth:`_feed` for the chunks of one poll: those without a pause inside go to the
-        engine together (``process_many``), and so do those whose only pause came before
-        them (a live sidecar slower than the steps: each rank's new steps follow a pause),
-        once that rank's ticks of the pause are done; the others one by one."""
+        """:meth:`_feed` for the chunks of one poll: those without a pause inside, or whose
+        only pause came before them (ticked first), go to the engine together
+        (``process_many``); the others one by one."""
         together = []
         for chunk in chunks:
             run, rank, others, batch = chunk.run, chunk.rank, chunk.others, chunk.steps
             parts = self._parts(run, rank, others, batch)
             if parts is None:
                 together.append((run, rank, others, batch))
-            elif (len(parts) == 2 and parts[0][0] is None and batch is not None
-                  and parts[1][0] is not None and len(parts[1][0]) == len(batch)):
-                ends = [e for e in others if e.get("type") == "run_end"]
-                self._feed_parts(run, rank, [e for e in others if e.get("type") != "run_end"],
-                                 parts[:1])
+            elif len(parts) == 2 and parts[0][0] is None and batch is not None \
+                    and parts[1][0] is not None and len(parts[1][0]) == len(batch):
+                ends = [e for e in others if e.get("type") == "run_end"]   # with the steps
+                self._feed_parts(run, rank, [e for e in others if e not in ends], parts[:1])
                 together.append((run, rank, ends, batch))
             else:
                 self._feed_parts(run, rank, others, parts)

@@ -8,7 +8,8 @@ UTF-8, not a valid event, too long) become :class:`SpoolError` entries naming
 ``file:line`` and are skipped; ingest goes on.
 
 The common case, a read of valid events, is decoded in bulk (step events
-validated and columnized a block at a time, see :mod:`msdoctor.core.spool_bulk`);
+validated and columnized a block at a time, see :mod:`msdoctor.core.spool_bulk`; a
+replay's step lines go straight into columns, :mod:`msdoctor.core.spool_typed`);
 anything else falls back to the exact line-by-line decoder, which gives the same
 events, errors and positions.
 """
@@ -23,6 +24,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, Tuple
 from msdoctor.core.batch import StepBatch, columnize
 from msdoctor.core.spool_bulk import decode_bulk, decode_line
 from msdoctor.core.spool_files import Listing, Problems, non_canonical
+from msdoctor.core.spool_typed import decode_typed
 from msdoctor.wire.files import kind_of, open_regular
 from msdoctor.wire.layout import EVENTS_DIR, RANK_FILE, events_dir
 from msdoctor.wire.schema import EventError
@@ -76,15 +78,18 @@ class SpoolTailer:
     ``offsets`` (from :attr:`offsets` of an earlier tailer) resumes where that
     one stopped; ``runs`` (from :attr:`runs`) restores the run id of each file;
     ``part`` ``(i, n)`` reads only the files of the ranks ``r % n == i`` (a share
-    of a parallel replay).
+    of a parallel replay). With ``step_events`` off (a replay: the batches carry the
+    steps) a chunk's ``events`` may hold :data:`~msdoctor.core.spool_typed.STEP` for each
+    step event instead of its dict (:mod:`msdoctor.core.spool_typed`).
     """
 
     def __init__(self, run_dir: os.PathLike | str,
                  offsets: Optional[Mapping[str, Tuple[int, int]]] = None,
                  runs: Optional[Mapping[str, str]] = None,
                  max_line_bytes: int = MAX_LINE_BYTES,
-                 part: Optional[Tuple[int, int]] = None) -> None:
+                 part: Optional[Tuple[int, int]] = None, step_events: bool = True) -> None:
         self.run_dir = Path(run_dir)
+        self.step_events = step_events
         self.events_dir = events_dir(self.run_dir)
         self.default_run = self.run_dir.resolve().name
         self.max_line_bytes = int(max_line_bytes)
@@ -374,11 +379,15 @@ class SpoolTailer:
 
     def _decode_bulk(self, path: str, f: _File, lines: List[bytes],
                      errors: List[SpoolError]) -> Optional[List[Chunk]]:
-        """The common case in bulk (:func:`msdoctor.core.spool_bulk.decode_bulk`); None
-        before any state changes when the exact line-by-line decoder must do the work."""
+        """The common case in bulk (:func:`msdoctor.core.spool_bulk.decode_bulk`; without
+        ``step_events``, :func:`msdoctor.core.spool_typed.decode_typed` first); None before
+        any state changes when the exact line-by-line decoder must do the work."""
         if len(lines) and max(map(len, lines)) > self.max_line_bytes:
             return None
-        found = decode_bulk(lines, f.rank, f.run or self.default_run, self.default_run)
+        run = f.run or self.default_run
+        found = None if self.step_events else decode_typed(lines, f.rank, run, self.default_run)
+        if found is None:
+            found = decode_bulk(lines, f.rank, run, self.default_run)
         if found is None:
             return None
         events, others, steps, run, started = found

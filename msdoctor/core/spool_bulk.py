@@ -150,7 +150,7 @@ def decode_bulk(lines: List[bytes], rank: int, run: str, default_run: str
             blocks.append((np.asarray(loose, dtype=np.intp),
                            *step_block([events[i] for i in loose])))
     others = [events[i] for i in np.flatnonzero(~is_step).tolist()]
-    steps = _batch(run, rank, is_step, blocks) if blocks else None
+    steps = batch_of_blocks(run, rank, is_step, blocks) if blocks else None
     return events, others, steps, run, started
 
 def _bulk_part(lines: List[bytes], rank: int, start: int, total: int, is_step: np.ndarray,
@@ -192,7 +192,7 @@ def _bulk_part(lines: List[bytes], rank: int, start: int, total: int, is_step: n
         is_step[slice(start, start + n) if lines_at is None else lines_at] = True
     return events
 
-def _batch(run: str, rank: int, is_step: np.ndarray, blocks: list) -> StepBatch:
+def batch_of_blocks(run: str, rank: int, is_step: np.ndarray, blocks: list) -> StepBatch:
     """One StepBatch from blocks of step lines (rows given as line numbers in the read)."""
     if len(blocks) == 1 and blocks[0][0] is None:
         _, steps, t, tables = blocks[0]

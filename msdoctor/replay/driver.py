@@ -161,6 +161,7 @@ def evaluate_spool(run_dir: Path, rules: Any, observe: Optional[Callable[[Item],
     ``jobs`` > 1 reads and decodes the rank files in that many processes
     (:mod:`msdoctor.replay.parallel`), with the same result."""
     pipeline = Pipeline(run_dir, rules=rules, store=False, keep_transitions=True, persist=False)
+    pipeline.tailer.step_events = False    # no store: the step batches are all it needs
     stats = RunStats()
     ledger = Ledger()
     errors: List[str] = []

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator, List, Optional
 
 from msdoctor.core.spool import Chunk, SpoolTailer, drain
+from msdoctor.core.spool_typed import STEP
 
 #: Polls a worker may be ahead of the parent (each holds ~4 MiB of every file it reads).
 AHEAD = 4
@@ -27,11 +28,11 @@ _DONE = "done"
 def _work(run_dir: str, index: int, count: int, out: Any) -> None:
     """Worker: every poll of its share of the spool, then ``_DONE``; an error as text."""
     try:
-        tailer = SpoolTailer(run_dir, part=(index, count))
+        tailer = SpoolTailer(run_dir, part=(index, count), step_events=False)
         for chunks in drain(tailer, empty=True):
             for chunk in chunks:             # the step dicts stay here: the batch has them
-                if chunk.steps is not None:
-                    chunk.events = list(chunk.others)
+                if chunk.steps is not None:  # (their places stay: the goodput needs the order)
+                    chunk.events = [STEP if e.get("type") == "step" else e for e in chunk.events]
             out.put(chunks)
         out.put(_DONE)
     except BaseException as exc:  # noqa: BLE001 - reported by the parent, which stops

@@ -1,10 +1,12 @@
 """Decoder candidates side by side on the same spool lines (one rank of 25k steps).
 
 Measures, in CPU time on the same lines: stdlib ``json.loads``, ``orjson.loads``, msgspec
-(untyped, and typed structs of the step schema straight into 13 float columns, when
-msgspec is importable: it is not a dependency) and msdoctor's bulk decoder
-(:func:`msdoctor.core.spool_bulk.decode_bulk`: orjson + validation + columns, what the
-sidecar and replay run). ``docs/reliability.md`` ("Decoding the spool") records the choice.
+(untyped, and typed structs of the step schema straight into 13 float columns) and
+msdoctor's two decoders: the bulk decoder (:func:`msdoctor.core.spool_bulk.decode_bulk`:
+orjson + validation + columns + a dict per event, what the live sidecar runs) and the
+replay's typed decoder (:func:`msdoctor.core.spool_typed.decode_typed`: msgspec structs of
+the step schema -> columns, no dict per step). ``docs/reliability.md`` ("Decoding") records
+the choice.
 
     .venv/bin/python tests/bench/bench_decode.py [--steps 25000] [--repeats 5]
 """
@@ -29,6 +31,7 @@ import orjson  # noqa: E402
 from bench_ingest import write_spool  # noqa: E402
 
 from msdoctor.core.spool_bulk import decode_bulk  # noqa: E402
+from msdoctor.core.spool_typed import decode_typed  # noqa: E402
 
 SIGNALS = ("t", "loss", "grad_norm", "loss_scale", "lr", "tokens", "step_time_s", "data_wait_s",
            "update_ratio", "mem_device_bytes", "mem_device_peak_bytes", "mem_host_rss_bytes",
@@ -36,7 +39,7 @@ SIGNALS = ("t", "loss", "grad_norm", "loss_scale", "lr", "tokens", "step_time_s"
 
 
 def msgspec_candidates() -> List[tuple]:
-    """msgspec decoders, when msgspec is importable (it is not a dependency)."""
+    """msgspec decoders, when msgspec is importable."""
     try:
         import msgspec
     except ImportError:
@@ -102,7 +105,9 @@ def main() -> int:
                   ("orjson.loads", lambda ls: list(map(orjson.loads, ls))),
                   *msgspec_candidates(),
                   ("msdoctor decode_bulk (orjson + checks + columns)",
-                   lambda ls: decode_bulk(ls, 0, "r", "r"))]
+                   lambda ls: decode_bulk(ls, 0, "r", "r")),
+                  ("msdoctor decode_typed (msgspec structs -> columns)",
+                   lambda ls: decode_typed(ls, 0, "r", "r"))]
     print(f"bench_decode: {len(lines):,} lines of one rank ({sum(map(len, lines)) / len(lines):.0f}"
           f" B/line), CPU time, best of {args.repeats}; load average "
           f"{' / '.join(f'{x:.2f}' for x in os.getloadavg()[:2])} on {os.cpu_count()} cores")

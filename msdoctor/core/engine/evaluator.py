@@ -64,6 +64,8 @@ class Engine:
         self._by_name = {cr.rule.alert: cr for cr in self.program.rules}
         self._tick_rules = sorted((cr for cr in self.program.rules if cr.rule.time_based),
                                   key=lambda cr: self.causes.depth.get(cr.rule.alert, 0))
+        ticked = {i for cr in self._tick_rules for i in cr.uses}    # what a tick re-judges
+        self._tick_nodes = [i for i in self.program.clock_nodes if i in ticked]
         self._kept_nodes = [i for i, n in enumerate(self.program.nodes)
                             if isinstance(n, Signal) or n.run_scoped]
 
@@ -180,11 +182,8 @@ class Engine:
 
     def on_tick(self, now: float, store: Optional[Store] = None) -> List[Alert]:
         """Clock-driven evaluation of the time-based rules of every rank."""
-        out: List[Alert] = []
-        for rc in self.runs.values():
-            for ctx in list(rc.ranks.values()):
-                out.extend(self._tick_rank(ctx, float(now)))
-        return out
+        return [a for rc in list(self.runs.values()) for ctx in list(rc.ranks.values())
+                for a in self._tick_rank(ctx, float(now))]
 
     def tick_rank(self, run: str, rank: int, now: float) -> List[Alert]:
         """Clock-driven evaluation of one rank only (replay: a gap inside that rank's record)."""
@@ -296,7 +295,7 @@ class Engine:
         frame = Frame(np.array([step], dtype=np.int64), np.array([float(step)]),
                       np.array([now]), None, ctx, now=now)
         failed: Dict[int, str] = {}
-        fresh = self.program.tick(frame, ctx.states, ctx.last, failed)
+        fresh = self.program.tick(frame, ctx.states, ctx.last, failed, self._tick_nodes)
         out: List[Alert] = []
         for cr in self._tick_rules:
             if failed and self._failed(cr, failed):

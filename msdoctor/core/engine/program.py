@@ -134,11 +134,12 @@ class Program:
         return outs
 
     def tick(self, frame: Frame, states: List[Dict[str, Any]], last: List[float],
-             failed: Dict[int, str]) -> Dict[int, float]:
-        """Re-evaluate the clock-dependent operators for one instant; others from ``last``."""
+             failed: Dict[int, str], only: Optional[Sequence[int]] = None) -> Dict[int, float]:
+        """Re-evaluate the clock-dependent operators (``only`` those, a subset of
+        ``clock_nodes`` in their order) for one instant; others from ``last``."""
         fresh: Dict[int, float] = {}
         with np.errstate(all="ignore"):
-            for i in self.clock_nodes:
+            for i in self.clock_nodes if only is None else only:
                 args: List[Out] = []
                 for a in self.args[i]:
                     value = fresh.get(a, last[a])

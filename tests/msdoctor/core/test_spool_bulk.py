@@ -1,6 +1,8 @@
-"""The spool's bulk decoder gives exactly what the line-by-line decoder gives, only faster."""
+"""The spool's bulk decoder, and the replay's typed one, give exactly what the line-by-line
+decoder gives, only faster."""
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import msdoctor.core.spool_bulk as spool_bulk
 from msdoctor.core.spool import SpoolTailer
+from msdoctor.core.spool_typed import STEP
 from msdoctor.wire import encode, make
 
 
@@ -182,3 +185,133 @@ def test_only_the_lines_with_nan_strings_leave_the_bulk_path(tmp_path, monkeypat
     inf_rows = [n - 1 for n in range(1, 6001) if n % 997 == 0]
     assert np.isinf(grad[inf_rows]).all() and np.isfinite(np.delete(grad, inf_rows)).all()
     assert np.isnan(chunk.steps.columns["loss"][1998])
+
+
+# -- the replay's typed decoder (msgspec structs straight into columns, no step dicts) -----
+# Step lines no encoder writes: bytes that are not UTF-8 or escape a lone surrogate in a
+# field the structs skip or keep, a byte order mark, NaN tokens, duplicate keys, huge ints.
+ODD_STEP_LINES = [
+    b'{"v":1,"type":"step","rank":0,"step":5,"loss":1.5,"note":"\xff\xfe"}\n',
+    b'{"v":1,"type":"step","rank":0,"step":5,"loss":1.5,"note":"\\ud800"}\n',
+    b'{"v":1,"type":"step","rank":0,"step":5,"run":"\\udfff","loss":1.5}\n',
+    b'{"v":1,"type":"step","rank":0,"step":5,"run":"r\xc3","loss":1.5}\n',
+    b'\xef\xbb\xbf{"v":1,"type":"step","rank":0,"step":5,"loss":1.5}\n',
+    b'{"v":1,"type":"step","rank":0,"step":5,"loss":NaN}\n',
+    b'{"v":1,"type":"step","rank":0,"step":5,"loss":1e999}\n',
+    b'{"v":1,"type":"step","rank":0,"step":5,"loss":"nan","loss":2.5}\n',
+    b'{"v":1,"type":"step","rank":0,"step":5,"loss":2.5,"loss":"nan"}\n',
+    b'{"v":1,"type":"heartbeat","type":"step","rank":0,"step":5,"loss":2.5}\n',
+    b'{"v":1,"type":"step","type":"heartbeat","rank":0,"step":5}\n',
+    b'{"v":1,"type":"step","rank":0,"step":18446744073709551615,"loss":1}\n',
+    b'{"v":1,"type":"step","rank":0,"step":5,"loss":123456789012345678901234567890}\n',
+    b'{"v":1,"type":"step","rank":0,"step":5,"loss":-0.0,"tokens":-0}\n',
+    b'{"v":1,"type":"step","rank":0,"step":5,"overflow":null}\n',
+    b'{"v":1,"type":"step","rank":0,"step":5,"t":1e-400,"loss":4.9e-324}\n',
+    b' {"step":6, "rank":0, "type":"step", "v":1, "grad_norm":2} \r\n',
+    *(b'{"v":1,"type":"step","rank":0,"step":5,"note":"' + text + b'"}\n'
+      for text in (b"\xed\xa0\x80", b"\xc0\xaf", b"\xf4\x90\x80\x80", b"\xc3\xa9")),
+]
+
+
+def read_typed(run_dir: Path) -> tuple:
+    """Every chunk of the spool as a replay reads it (no step dicts), and the tailer."""
+    tailer = SpoolTailer(run_dir, step_events=False)
+    chunks = []
+    while True:
+        new = tailer.poll(max_bytes=1 << 30)
+        if not new:
+            return chunks, tailer
+        chunks.extend(new)
+
+
+def assert_same_bits(got: list, expected: list) -> None:
+    """The step columns bit for bit (-0.0 is not 0.0)."""
+    for a, e in zip(got, expected):
+        for name, column in (e.steps.columns.items() if e.steps is not None else ()):
+            assert a.steps.columns[name].tobytes() == column.tobytes(), name
+        if e.steps is not None:
+            assert a.steps.t.tobytes() == e.steps.t.tobytes()
+
+
+def as_replay_reads(chunks: list, got: list) -> list:
+    """The exact decoder's chunks with a step event's dict replaced by STEP where the typed
+    read has STEP (a read it hands back keeps its dicts)."""
+    for chunk, typed in zip(chunks, got):
+        if len(chunk.events) == len(typed.events):
+            chunk.events = [STEP if t is STEP and e["type"] == "step" else e
+                            for e, t in zip(chunk.events, typed.events)]
+    return chunks
+
+
+@st.composite
+def typed_spools(draw) -> list:
+    lines = draw(spools())
+    for _ in range(draw(st.integers(0, 3))):
+        lines.insert(draw(st.integers(0, len(lines))), draw(st.sampled_from(ODD_STEP_LINES)))
+    return lines
+
+
+@settings(max_examples=250, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(typed_spools())
+def test_typed_and_line_by_line_decoding_give_the_same_batches_errors_and_positions(
+        tmp_path_factory, monkeypatch, lines):
+    run_dir = tmp_path_factory.mktemp("run")
+    (run_dir / "events").mkdir()
+    (run_dir / "events" / "rank-0.jsonl").write_bytes(b"".join(lines))
+    got, typed = read_typed(run_dir)
+    expected, exact = read_all(run_dir, False, monkeypatch)
+    assert_same_chunks(got, as_replay_reads(expected, got))
+    assert_same_bits(got, expected)
+    assert typed.state_dict() == exact.state_dict()
+
+
+numbers = st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(-2**70, 2**70),
+                    st.floats(min_value=-1e-300, max_value=1e-300), st.just(2**53 + 1))
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(numbers, numbers), min_size=1, max_size=40))
+def test_typed_decoding_gives_the_same_floats_as_the_exact_decoder(
+        tmp_path_factory, monkeypatch, values):
+    run_dir = tmp_path_factory.mktemp("run")
+    (run_dir / "events").mkdir()
+    (run_dir / "events" / "rank-0.jsonl").write_bytes(b"".join(
+        json.dumps(step(0, n, loss=a, lr=b)).encode() + b"\n"       # ints beyond 64 bits too
+        for n, (a, b) in enumerate(values, 1)))
+    got, _ = read_typed(run_dir)
+    expected, _ = read_all(run_dir, False, monkeypatch)
+    assert_same_chunks(got, as_replay_reads(expected, got))
+    assert_same_bits(got, expected)
+
+
+def test_a_clean_spool_is_read_for_replay_without_a_dict_per_step(tmp_path):
+    lines = [orjson.dumps(step(1, n, **({"update_ratio": 1e-3} if n % 10 == 0 else {}))) + b"\n"
+             for n in range(1, 3001)]
+    lines.insert(0, encode(make("run_start", 1, run="r", world_size=2, t=1.0)))
+    lines.insert(1500, encode(make("heartbeat", 1, t=5.0, step=1499, dropped=0)))
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events" / "rank-1.jsonl").write_bytes(b"".join(lines))
+    [chunk] = SpoolTailer(tmp_path, step_events=False).poll(max_bytes=1 << 30)
+    assert [e["type"] for e in chunk.others] == ["run_start", "heartbeat"]
+    assert sum(e is STEP for e in chunk.events) == 3000 and len(chunk.events) == 3002
+    assert chunk.steps.steps.tolist() == list(range(1, 3001)) and not chunk.errors
+    steps, ratio = chunk.steps.series("update_ratio")
+    assert steps.tolist() == list(range(10, 3001, 10)) and ratio.tolist() == [1e-3] * 300
+
+
+def test_a_replay_reads_negative_zeros_and_huge_integers_as_the_exact_decoder_does(
+        tmp_path, monkeypatch):
+    lines = [b'{"v":1,"type":"step","rank":0,"step":%d,"loss":-0,"lr":-0.0,"tokens":%s,'
+             b'"grad_norm":1E+2,"step_time_s":%s}\n' % (n, big, small)
+             for n, (big, small) in enumerate([(b"9007199254740993", b"5e-324"),
+                                               (b"-18446744073709551617", b"2.5e-308"),
+                                               (b"123456789012345678901234567890", b"-0E0")], 1)]
+    (tmp_path / "events").mkdir()
+    (tmp_path / "events" / "rank-0.jsonl").write_bytes(b"".join(lines))
+    got, _ = read_typed(tmp_path)
+    expected, _ = read_all(tmp_path, False, monkeypatch)
+    assert all(e is STEP for e in got[0].events)          # the typed path took the read
+    assert_same_chunks(got, as_replay_reads(expected, got))
+    assert_same_bits(got, expected)
