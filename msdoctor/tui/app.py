@@ -158,13 +158,15 @@ class DoctorApp(App[None]):
         self.error = None
         self._next_try = 0.0
         self.query_one("#banner").display = False
-        self.reading = snap
+        previous, self.reading = self.reading, snap
         if snap.run is not None:
             self.run_name = snap.run.run
         overview = self.query_one(Overview)
         was_room = overview.wants_curves
         overview.show(snap)
-        self.query_one(AlertsPane).show(snap.alerts)
+        if previous is None or snap.active is not previous.active or \
+                snap.resolved is not previous.resolved:   # the reader reuses unchanged lists
+            self.query_one(AlertsPane).show(snap.alerts)
         if snap.charts is not None:
             curves = request.curves if request is not None else \
                 self.pane == "overview" and overview.wants_curves

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
-from rich.text import Text
+from rich.text import Span, Text
 from textual.widget import Widget
 
 from msdoctor.core import format as fmt
@@ -69,9 +69,8 @@ def _axis(value: float, unit: str) -> str:
 def render_plot(plot: Plot, width: int, height: int) -> Text:
     """The chart as ``height`` lines of ``width`` cells."""
     cols, rows = width - AXIS_WIDTH, height - 1
-    text = Text(no_wrap=True, overflow="crop")
     if cols < 4 or rows < 1:
-        return text
+        return Text(no_wrap=True, overflow="crop")
     xs, ys = [], []
     for line in plot.lines:
         for s, v in zip(line.steps, line.values):
@@ -114,23 +113,54 @@ def render_plot(plot: Plot, width: int, height: int) -> Text:
     marks = {min(cols - 1, px(m) // 2) for m in plot.markers if x0 <= m <= x1}
     labels = {0: _axis(10 ** y1 if plot.log else y1, plot.unit),
               rows - 1: _axis(10 ** y0 if plot.log else y0, plot.unit)}
+    runs = _Runs()
     for r in range(rows):
-        text.append(labels.get(r, " " * (AXIS_WIDTH - 1)) + "┤" if r in labels
-                    else " " * (AXIS_WIDTH - 1) + "│", style="dim")
+        runs.add(labels.get(r, " " * (AXIS_WIDTH - 1)) + "┤" if r in labels
+                 else " " * (AXIS_WIDTH - 1) + "│", "dim")
+        dot_row, color_row = dots[r], color[r]
         for c in range(cols):
             if r == 0 and bad[c]:
-                text.append("×", style="bold red")
-            elif dots[r][c]:
-                text.append(chr(BRAILLE + dots[r][c]), style="red" if c in marks else color[r][c])
+                runs.add("×", "bold red")
+            elif dot_row[c]:
+                runs.add(chr(BRAILLE + dot_row[c]), "red" if c in marks else color_row[c])
             elif c in marks:
-                text.append("┊", style="red")
+                runs.add("┊", "red")
             else:
-                text.append(" ")
-        text.append("\n")
+                runs.add(" ", None)
+        runs.add("\n", None)
     left, right = x_label(x0, plot.time_axis), x_label(x1, plot.time_axis)
     axis = " " * (AXIS_WIDTH - 1) + "└" + left + right.rjust(max(1, cols - len(left)))
-    text.append(axis[:width], style="dim")
-    return text
+    runs.add(axis[:width], "dim")
+    return runs.text()
+
+
+class _Runs:
+    """Text built cell by cell, one span per run of cells of the same style (a chart has
+    thousands of cells: one ``Text.append`` each, and as many spans, cost more than the
+    rest of the chart)."""
+
+    def __init__(self) -> None:
+        self.parts: List[str] = []
+        self.spans: List[Span] = []
+        self.pos = 0
+        self.start = 0
+        self.style: Optional[str] = None
+
+    def add(self, text: str, style: Optional[str]) -> None:
+        if style != self.style:
+            self._close()
+            self.start, self.style = self.pos, style
+        self.parts.append(text)
+        self.pos += len(text)
+
+    def _close(self) -> None:
+        if self.style and self.pos > self.start:
+            self.spans.append(Span(self.start, self.pos, self.style))
+
+    def text(self) -> Text:
+        self._close()
+        self.style = None
+        return Text("".join(self.parts), spans=self.spans, no_wrap=True, overflow="crop")
 
 
 def _segment(a: Optional[Tuple[int, int]], b: Tuple[int, int]) -> List[Tuple[int, int]]:
@@ -168,9 +198,15 @@ class Chart(Widget, can_focus=True):
         self.plot = Plot()
 
     def set_plot(self, plot: Plot, legend: str = "") -> None:
-        self.plot = plot
+        """Show ``plot``; a plot equal to the one shown is not drawn again."""
         self.border_subtitle = legend
-        self.refresh()
+        try:
+            same = plot == self.plot
+        except ValueError:          # numpy arrays compare element-wise: call it changed
+            same = False
+        if not same:
+            self.plot = plot
+            self.refresh()
 
     def render(self) -> Text:
         return render_plot(self.plot, self.content_region.width, self.content_region.height)

@@ -152,6 +152,7 @@ class ChartsPane(Vertical):
         self.time_axis = False
         self.window: Optional[int] = None
         self.data: Optional[ChartData] = None
+        self._note: Optional[str] = None
 
     def action_axis(self) -> None:
         self.time_axis = not self.time_axis
@@ -176,7 +177,10 @@ class ChartsPane(Vertical):
         self.data = data
         for key, (plot, legend) in plots(data, self.time_axis).items():
             self.query_one(f"#chart-{key}", Chart).set_plot(plot, legend)
-        self.query_one("#chart-note", Static).update(chart_note(data, self.time_axis))
+        note = chart_note(data, self.time_axis)
+        if note != self._note:                  # the bar is one line high: laid out once
+            first, self._note = self._note is None, note
+            self.query_one("#chart-note", Static).update(note, layout=first)
 
     def pick(self, ranks: Tuple[int, ...]) -> None:
         """Show ``ranks`` in the box (the app fetches their series next refresh)."""

@@ -183,9 +183,13 @@ class RankTable(ScrollView, can_focus=True):
         return Strip(segments, self._width)
 
     def _row(self, row: RankRow, cursor: bool) -> Strip:
+        """One rank's line: one segment per run of cells of the same style (most cells share
+        the row's style, and every segment costs the compositor work on every frame)."""
         base = (self._base or self.rich_style) + (self.get_component_rich_style("rank-table--cursor")
                                   if cursor else Style())
-        segments = []
+        segments: List[Segment] = []
+        texts: List[str] = []
+        run_style = base
         for c, width in self.shown:
             text = c.cell(row, width)
             style = base
@@ -201,7 +205,13 @@ class RankTable(ScrollView, can_focus=True):
                     style = base + Style.parse("bold red")
                 elif row.stale:
                     style = base + STALE_STYLE
-            segments.append(Segment(text, style))
+            if style != run_style and texts:
+                segments.append(Segment("".join(texts), run_style))
+                texts = []
+            run_style = style
+            texts.append(text)
+        if texts:
+            segments.append(Segment("".join(texts), run_style))
         return Strip(segments, self._width)
 
     # -- moving ----------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 from msdoctor.core.state import WALL_TIME
 from msdoctor.core.views import (
@@ -24,6 +24,7 @@ from msdoctor.core.views import (
     RunsView,
     RunView,
 )
+from msdoctor.tui.columns import SPARK_WIDTH
 from msdoctor.tui.model import (
     AlertItem,
     ChartData,
@@ -42,7 +43,7 @@ from msdoctor.wire.numbers import as_float
 CHART_SIGNALS = ("loss", "grad_norm", "loss_scale", "tokens_per_s", "mem_device_bytes",
                  "mem_host_rss_bytes", WALL_TIME)
 SPARK_SIGNAL = "loss"
-SPARK_POINTS = 16                # the sparkline shows the last this many points
+SPARK_POINTS = SPARK_WIDTH       # the sparkline draws the last this many points: no more are sent
 #: The latest values the rank table and the health judgement read (``columns.py``, ``judge``).
 ROW_SIGNALS = ("loss", "grad_norm", "loss_scale", "tokens_per_s", "step_time_s",
                "data_wait_share", "mem_device_bytes", "mem_host_rss_bytes", "update_ratio")
@@ -120,6 +121,7 @@ class Reader:
         self.label = label
         self.empty_hint = empty_hint
         self._alerts: Dict[str, tuple] = {}    # run -> (alerts_version, active, history, resolved)
+        self._alert_cells: Tuple[Any, Dict[Optional[int], tuple]] = (None, {})
 
     def read(self, request: Request = Request()) -> Reading:
         runs = self.queries.runs().runs
@@ -130,7 +132,7 @@ class Reader:
         run = str(run_view.run)
         view = self.queries.overview(run, ROW_SIGNALS, request.spark_signal, SPARK_POINTS)
         active, history, resolved = self._alert_lists(run, view.alerts_version)
-        rows = judge(self._rows(view, active))
+        rows = judge(self._rows(view, self._cells(active)))
         summary = replace(self._summary(run_view, rows, active), goodput=self._goodput(run))
         charts = None
         fallback = summary.worst_rank if summary.worst_rank is not None else \
@@ -211,16 +213,35 @@ class Reader:
             done.append(replace(shown, state="resolved", t=a.t))
         return tuple(sorted(done, key=lambda a: -(a.t or 0.0)))
 
-    @staticmethod
-    def _rows(view: OverviewView, active: Sequence[AlertItem]) -> List[RankRow]:
-        """One row per rank from the overview's parallel columns (this runs for every rank
-        on every refresh: one pass, and a rank without alerts shares the empty counts)."""
+    def _cells(self, active: Sequence[AlertItem]) -> Dict[Optional[int], tuple]:
+        """Each rank's alert cell (names, severities, firing, pending, critical), kept while
+        the reader hands out the same active list (it does until the alerts change); ranks
+        with the same alerts share one cell."""
+        if self._alert_cells[0] is active:
+            return self._alert_cells[1]
         mine: Dict[Optional[int], List[AlertItem]] = {}
         for a in active:
             mine.setdefault(a.rank, []).append(a)
-        # ranks with the same alerts share their cell: (names, severities, firing, pending,
-        # critical) by the (alert, severity, state) of each
-        cells: Dict[tuple, tuple] = {(): ((), (), 0, 0, 0)}
+        shared: Dict[tuple, tuple] = {}
+        cells: Dict[Optional[int], tuple] = {}
+        for rank, theirs in mine.items():
+            key = tuple([(a.alert, a.severity, a.state) for a in theirs])
+            cell = shared.get(key)
+            if cell is None:
+                cell = shared[key] = (*by_severity(theirs),
+                                      sum(1 for a in theirs if a.state == "firing"),
+                                      sum(1 for a in theirs if a.state == "pending"),
+                                      sum(1 for a in theirs if a.state == "firing"
+                                          and a.severity == "critical"))
+            cells[rank] = cell
+        self._alert_cells = (active, cells)
+        return cells
+
+    @staticmethod
+    def _rows(view: OverviewView, cells: Mapping[Optional[int], tuple]) -> List[RankRow]:
+        """One row per rank from the overview's parallel columns and the alert cells of
+        :meth:`_cells` (this runs for every rank on every refresh: one pass)."""
+        none: tuple = ((), (), 0, 0, 0)
         names = list(view.latest)
         columns = [[v if type(v) is float or v is None else as_float(v) for v in values]
                    for values in view.latest.values()]
@@ -232,16 +253,7 @@ class Reader:
         for rank, status, step, age, points, old, values in zip(
                 view.ranks, view.status, view.last_step, view.age_s, spark, stale,
                 zip(*columns) if columns else [()] * n):
-            theirs = mine.get(rank, ())
-            key = tuple([(a.alert, a.severity, a.state) for a in theirs])
-            cell = cells.get(key)
-            if cell is None:
-                cell = cells[key] = (*by_severity(theirs),
-                                     sum(1 for a in theirs if a.state == "firing"),
-                                     sum(1 for a in theirs if a.state == "pending"),
-                                     sum(1 for a in theirs if a.state == "firing"
-                                         and a.severity == "critical"))
-            alert_names, severities, firing, pending, critical = cell
+            alert_names, severities, firing, pending, critical = cells.get(rank, none)
             rows.append(RankRow(
                 rank=int(rank), status=str(status or "running"), last_step=step,
                 age_s=age if type(age) is float else as_float(age),

@@ -6,14 +6,14 @@ data cannot be read now; the app shows a banner and retries.
 """
 from __future__ import annotations
 
+import http.client
 import json
 import os
+import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from msdoctor.tui.model import Reading
 from msdoctor.tui.queries import CoreQueries, HttpQueries
@@ -75,7 +75,12 @@ class FixedSource(Source):
 
 
 class HttpSource(Source):
-    """Poll a sidecar's ``/api/v1`` (stdlib ``urllib``; bearer token when given)."""
+    """Poll a sidecar's ``/api/v1`` (stdlib ``http.client``; bearer token when given).
+
+    The requests of one fetch share one HTTP/1.1 connection, closed when the fetch ends (a
+    refresh costs one connection, not one per request, and nothing is held between
+    refreshes). Proxy variables (``http_proxy``) are not used: the sidecar is reached
+    directly."""
 
     def __init__(self, url: str = DEFAULT_URL, token: Optional[str] = None,
                  timeout: float = 3.0) -> None:
@@ -87,48 +92,87 @@ class HttpSource(Source):
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"sidecar URL {url!r}: expected http://HOST:PORT, e.g. {DEFAULT_URL}")
+        try:
+            port = parts.port
+        except ValueError:
+            raise ValueError(f"sidecar URL {url!r}: the port is not a number; expected "
+                             f"http://HOST:PORT, e.g. {DEFAULT_URL}") from None
         self.url, self.timeout = url, float(timeout)
+        self._parts, self._port = parts, port
         self.token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
         self.label = url
         self._asked_run_dir = False
+        self._conn: Optional[http.client.HTTPConnection] = None
+        self._lock = threading.Lock()
         self.reader = Reader(HttpQueries(self.get), url, empty_hint=(
             f"The sidecar at {url} has no runs yet.\n\n" + hooks_hint("RUN_DIR").replace(
                 "No training events in RUN_DIR/events yet.\n\n", "")))
 
     def get(self, path: str, params: Mapping[str, Any]) -> Dict[str, Any]:
         query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
-        url = f"{self.url}{API_PREFIX}{urllib.parse.quote(path)}" + (f"?{query}" if query else "")
+        target = f"{self._parts.path}{API_PREFIX}{urllib.parse.quote(path)}" + \
+            (f"?{query}" if query else "")
         headers = {"Accept": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        request = urllib.request.Request(url, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
-                body = response.read()
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                raise NotFoundError(f"{path}: not found") from None
-            if exc.code == 401:
-                raise SourceError(f"the sidecar at {self.url} refused the API token (HTTP 401); "
-                                  f"pass --token or set ${TOKEN_ENV}") from None
-            raise SourceError(f"the sidecar at {self.url} answered HTTP {exc.code} for "
-                              f"{path}: {_error_text(exc)}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            reason = getattr(reason, "strerror", None) or str(reason)
+            status, reason, body = self._send(target, headers)
+        except (OSError, http.client.HTTPException) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
             raise SourceError(f"cannot reach the sidecar at {self.url}: {reason}") from None
+        if status == 404:
+            raise NotFoundError(f"{path}: not found")
+        if status == 401:
+            raise SourceError(f"the sidecar at {self.url} refused the API token (HTTP 401); "
+                              f"pass --token or set ${TOKEN_ENV}")
+        if not 200 <= status < 300:
+            raise SourceError(f"the sidecar at {self.url} answered HTTP {status} for "
+                              f"{path}: {_error_text(body, reason)}")
         try:
             return _loads(body)
         except ValueError as exc:
             raise SourceError(f"the sidecar at {self.url} sent invalid JSON for {path}: "
                               f"{exc}") from None
 
+    def _send(self, target: str, headers: Mapping[str, str]) -> Tuple[int, str, bytes]:
+        """One GET on the fetch's connection (opened on first use); (status, reason, body)."""
+        with self._lock:
+            if self._conn is None:
+                kind = http.client.HTTPSConnection if self._parts.scheme == "https" \
+                    else http.client.HTTPConnection
+                self._conn = kind(self._parts.hostname or "", self._port,
+                                  timeout=self.timeout)
+            conn = self._conn
+            try:
+                conn.request("GET", target, headers=dict(headers))
+                response = conn.getresponse()
+                body = response.read()
+            except BaseException:
+                self._close_connection()
+                raise
+            if response.will_close:
+                self._close_connection()
+            return response.status, response.reason, body
+
+    def _close_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
     def fetch(self, request: Request = Request()) -> Reading:
-        reading = self.reader.read(request)
-        if not self._asked_run_dir:
-            self._asked_run_dir = True
-            self.run_dir = self._local_run_dir()
-        return reading
+        try:
+            reading = self.reader.read(request)
+            if not self._asked_run_dir:
+                self._asked_run_dir = True
+                self.run_dir = self._local_run_dir()
+            return reading
+        finally:
+            with self._lock:
+                self._close_connection()
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_connection()
 
     def _local_run_dir(self) -> Optional[Path]:
         """The sidecar's run directory when it is a directory on this machine (the TUI runs on
@@ -141,11 +185,11 @@ class HttpSource(Source):
         return path if path is not None and path.is_dir() else None
 
 
-def _error_text(exc: urllib.error.HTTPError) -> str:
+def _error_text(body: bytes, reason: str) -> str:
     try:
-        return str(_loads(exc.read()).get("error", ""))[:200]
-    except (ValueError, AttributeError, OSError):
-        return exc.reason or ""
+        return str(_loads(body).get("error", ""))[:200]
+    except (ValueError, AttributeError):
+        return reason or ""
 
 
 class EmbeddedSource(Source):

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from msdoctor.core.liveness import RATE_SIGNALS, rank_status, stale_step_time
+from msdoctor.core.liveness import RATE_SIGNALS, gone_after, is_gone, rank_status, stale_step_time
 from msdoctor.core.state import RankState, Store
 from msdoctor.core.views.alert_views import AlertSource, active_of
 from msdoctor.core.views.run_views import run_state
@@ -50,8 +50,16 @@ _EXACT = {**NONFINITE_STRINGS}
 
 
 def _column(values: Sequence[Any]) -> List[Any]:
-    """JSON-safe copy: floats that are not finite become their wire strings."""
-    return [v if v is None or type(v) is int or v - v == 0.0 else to_wire(v) for v in values]
+    """JSON-safe copy: floats that are not finite become their wire strings, None stays None
+    (numpy finds them: only those entries are looked at one by one)."""
+    out = list(values)
+    if not out:
+        return out
+    found = np.flatnonzero(~np.isfinite(np.array(out, dtype=np.float64)))   # None reads NaN
+    for i in found.tolist():
+        if out[i] is not None:
+            out[i] = to_wire(out[i])
+    return out
 
 
 def _floats(values: Sequence[Any]) -> Tuple[Any, ...]:
@@ -95,8 +103,13 @@ class SparkView:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "SparkView":
-        return cls(d["signal"], int(d["points"]),
-                   tuple([_floats(values) for values in d.get("values") or ()]))
+        lists = d.get("values") or ()
+        flat = _floats([v for values in lists for v in values])    # one pass, not per rank
+        out, i = [], 0
+        for values in lists:
+            out.append(flat[i:i + len(values)])
+            i += len(values)
+        return cls(d["signal"], int(d["points"]), tuple(out))
 
 
 @dataclass(frozen=True)
@@ -162,6 +175,7 @@ def overview(store: Store, source: Optional[AlertSource], run_id: str, signals: 
             if a.get("state") in ("firing", "pending"):
                 counts[a["rank"]] += 1
     names = list(signals) or sorted(set().union(*(s.latest for s in states)))
+    limit = gone_after(state.expect)            # once per request, not per rank
     # list comprehensions: this runs for every rank on every refresh
     ages = [None if s.step_t is None else now - s.step_t for s in states]
     stale = [s.stale(now) for s in states]
@@ -178,7 +192,8 @@ def overview(store: Store, source: Optional[AlertSource], run_id: str, signals: 
               "running": float(sum(live)), "stale": float(sum(stale))}
     return OverviewView(
         run=run_id, ranks=tuple(ids),
-        status=tuple([rank_status(s.status, s.gone(now, state.expect)) for s in states]),
+        status=tuple([rank_status(s.status, is_gone(s.running, s.received, now, limit))
+                      for s in states]),
         last_step=tuple([s.last_step for s in states]), age_s=tuple(ages),
         latest={name: tuple(column) for name, column in latest.items()},
         firing=tuple([firing[r] for r in ids]), pending=tuple([pending[r] for r in ids]),

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 from msdoctor import __version__
-from msdoctor.core.liveness import live_values, rank_status, run_end_of
+from msdoctor.core.liveness import gone_after, is_gone, live_values, rank_status, run_end_of
 from msdoctor.core.state import RankState, RunState, Store
 from msdoctor.core.views.alert_views import AlertCounts, AlertSource, AlertView, active_of
 from msdoctor.wire.errors import MsdoctorError
@@ -71,8 +71,9 @@ class RunView:
         ranks = list(state.ranks.values())
         steps = [r.last_step for r in ranks if r.last_step is not None]
         statuses: Dict[str, int] = {}
+        limit = gone_after(state.expect)            # once per run, not per rank
         for r in ranks:
-            status = rank_status(r.status, r.gone(now, state.expect))
+            status = rank_status(r.status, is_gone(r.running, r.received, now, limit))
             statuses[status] = statuses.get(status, 0) + 1
         return cls(run=state.run, world_size=state.world_size, config=dict(state.config),
                    expect=dict(state.expect), ranks=len(ranks), status=statuses,

@@ -125,9 +125,18 @@ async def _tui_checks(url: str) -> None:
         assert rows[0].age_s >= 10.0 > rows[1].age_s
         header = str(app.query_one("#run-header").render())
         assert f"tok/s {fmt.rate(rows[1].values['tokens_per_s'])}" in header
-        keys = [c.key for c in table.columns]
-        cells = list(table._row(rows[0], cursor=False))          # one segment per column
+        cells = cell_styles(table, rows[0])
         for key in ("tokens_per_s", "step_time_s", "loss"):
-            assert cells[keys.index(key)].style.color == STALE_STYLE.color, key
-        live = list(table._row(rows[1], cursor=False))
-        assert live[keys.index("tokens_per_s")].style.color != STALE_STYLE.color
+            assert cells[key].color == STALE_STYLE.color, key
+        assert cell_styles(table, rows[1])["tokens_per_s"].color != STALE_STYLE.color
+
+
+def cell_styles(table, row) -> dict:
+    """The style of each shown column's cell in the rank's drawn line (a segment may cover
+    several cells of one style)."""
+    per_char = [seg.style for seg in table._row(row, cursor=False) for _ in seg.text]
+    out, x = {}, 0
+    for column, width in table.shown:
+        out[column.key] = per_char[x]
+        x += width
+    return out

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import http.client
 import math
 import time
 from pathlib import Path
@@ -12,6 +13,7 @@ from msdoctor.core.engine import default_rules_dir, load_rules
 from msdoctor.core.pipeline import Pipeline
 from msdoctor.http.wiring import Endpoint
 from msdoctor.tui.app import DoctorApp
+from msdoctor.tui.columns import SPARK_WIDTH
 from msdoctor.tui.ranktable import RankTable
 from msdoctor.tui.reader import Request, SourceError
 from msdoctor.tui.source import EmbeddedSource, HttpSource
@@ -97,6 +99,28 @@ def test_the_http_source_reads_the_same_snapshot_as_the_embedded_one(nan_run):
     assert remote.charts.series["t"][2] == embedded.charts.series["t"][2]    # wall times
 
 
+def test_one_fetch_asks_all_its_questions_over_one_connection_and_keeps_none_open(
+        nan_run, monkeypatch):
+    opened = []
+    connect = http.client.HTTPConnection.connect
+
+    def counted(conn: http.client.HTTPConnection) -> None:
+        opened.append(conn)
+        connect(conn)
+
+    monkeypatch.setattr(http.client.HTTPConnection, "connect", counted)
+    with live(nan_run) as side:
+        source = HttpSource(side.url)
+        asked = []
+        get = source.reader.queries.get
+        source.reader.queries.get = lambda path, params: asked.append(path) or get(path, params)
+        snap = source.fetch(Request(charts=True, chart_ranks=(1,)))
+        assert len(asked) >= 6 and len(opened) == 1 and source._conn is None
+        assert [r.rank for r in snap.ranks] == [0, 1, 2, 3]
+        source.fetch()
+        assert len(opened) == 2 and source._conn is None
+
+
 def test_an_unreachable_url_is_a_source_error_naming_the_address():
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(SourceError, match="cannot reach the sidecar at " + url):
@@ -152,19 +176,19 @@ async def test_the_tui_opens_on_an_unreachable_url_with_a_banner_and_a_hint():
         assert "msdoctor serve --run-dir" in empty and "msdoctor tui --run-dir" in empty
 
 
-def test_the_sparkline_shows_the_last_16_losses_of_every_rank(tmp_path):
+def test_the_sparkline_gets_the_last_8_losses_of_every_rank_the_points_it_draws(tmp_path):
     run_dir = tmp_path / "run"
     spool_factory.write_run(run_dir, ranks=range(3), steps=40, t0=1_000_000.0)
     source = EmbeddedSource(run_dir)
     snap = source.fetch()
     for row in snap.ranks:
         series = source.sidecar.store.runs["run-a"].ranks[row.rank].series["loss"]
-        assert row.spark == tuple(series.values[-16:].tolist())
+        assert row.spark == tuple(series.values[-8:].tolist())
     line = encode(spool_factory.step("run-a", 1, 41, 1_000_100.0, loss=math.nan))
     with spool_factory.rank_file(run_dir, 1).open("ab") as f:
         f.write(line)
     row = source.fetch().ranks[1]
-    assert len(row.spark) == 16 and math.isnan(row.spark[-1])
+    assert len(row.spark) == 8 == SPARK_WIDTH and math.isnan(row.spark[-1])
     assert row.spark[:-1] == snap.ranks[1].spark[1:]
 
 
