@@ -79,6 +79,7 @@ def _table() -> Dict[str, Function]:
          "quantile(x, n, q[, m])"),
         ("ewma", (EXPR, ALPHA), _cls(sequences.Ewma, "ewma"), True, "ewma(x, alpha)"),
         ("delta", x_n, _cls(windows.Delta, "delta"), True, "delta(x, n)"),
+        ("prev", x_n, _cls(windows.Prev, "prev"), True, "prev(x, k)"),
         ("rel_change", x_n, _cls(windows.RelChange, "rel_change"), True, "rel_change(x, n)"),
         ("slope", x_n, _cls(windows.Slope, "slope"), True, "slope(x, n)"),
         ("robust_z", x_n, _cls(orderstats.RobustZ, "robust_z"), True, "robust_z(x, n[, m])"),

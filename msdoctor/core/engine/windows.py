@@ -250,6 +250,35 @@ class Delta(WindowNode):
         return now - past
 
 
+class Prev(WindowNode):
+    """``prev(x, k)``: x at its k-th finite point before its last one, counting records, not
+    step numbers (NaN until x has k + 1 points). Keeps k + 1 points."""
+
+    name = "prev"
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        k = self.n_steps
+        S, V, hi = gather(frame, args[0], state)
+        out = self.back(V, hi - 1 - k, 0)
+        keep(state, S, V, frame, 0, extra_before=k + 1)
+        return out, args[0][1]
+
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        from msdoctor.core.engine.segments import gather_segments, keep_segments
+        k = self.n_steps
+        K, V, hi, start = gather_segments(frame, args[0], states)
+        out = self.back(V, hi - 1 - k, start[frame.segments.seg])
+        keep_segments(states, K, V, frame, start, 0, extra_before=k + 1)
+        return out, args[0][1]
+
+    @staticmethod
+    def back(V: np.ndarray, idx: np.ndarray, first: Any) -> np.ndarray:
+        """``V[idx]``, NaN where ``idx`` is before ``first``."""
+        if not V.shape[0]:
+            return np.full(idx.shape[0], np.nan)
+        return np.where(idx >= first, V[np.clip(idx, 0, V.shape[0] - 1)], np.nan)
+
+
 class RelChange(WindowNode):
     """``rel_change(x, n)``: (mean of the last n steps - mean of the n before) / |mean before|."""
 

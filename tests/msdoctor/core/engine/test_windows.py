@@ -78,6 +78,8 @@ REFERENCES = {
     "quantile(x, 100, 0.25, 12)": lambda s, v, q, i: _quantile(_last_points(
         s, v, (q // stride(100)) * stride(100) - 100, (q // stride(100)) * stride(100), 12), 0.25),
     "delta(x, 10)": lambda s, v, q, i: (v[-1] - v[s <= q - 10][-1]) if v.size and (s <= q - 10).any() else math.nan,
+    "prev(x, 1)": lambda s, v, q, i: float(v[-2]) if v.size >= 2 else math.nan,
+    "prev(x, 3)": lambda s, v, q, i: float(v[-4]) if v.size >= 4 else math.nan,
     "slope(x, 30)": lambda s, v, q, i: _slope(s, v, q, 30),
     "rel_change(x, 25)": lambda s, v, q, i: _rel(s, v, q, 25),
 }
