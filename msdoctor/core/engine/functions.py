@@ -68,12 +68,12 @@ def _table() -> Dict[str, Function]:
     x_n = (EXPR, STEPS)
     specs: Sequence[Tuple[str, Tuple[str, ...], Callable, bool, str]] = [
         ("nonfinite", (EXPR,), _cls(sequences.NonFinite, "nonfinite"), True, "nonfinite(x)"),
-        ("mean", x_n, _cls(windows.Aggregate, "mean"), True, "mean(x, n)"),
-        ("sum", x_n, _cls(windows.Aggregate, "sum"), True, "sum(x, n)"),
-        ("count", x_n, _cls(windows.Aggregate, "count"), True, "count(x, n)"),
-        ("std", x_n, _cls(windows.Aggregate, "std"), True, "std(x, n)"),
-        ("min", x_n, _cls(windows.MinMax, "min"), True, "min(x, n)"),
-        ("max", x_n, _cls(windows.MinMax, "max"), True, "max(x, n)"),
+        ("mean", x_n, _cls(windows.Aggregate, "mean"), True, "mean(x, n[, m])"),
+        ("sum", x_n, _cls(windows.Aggregate, "sum"), True, "sum(x, n[, m])"),
+        ("count", x_n, _cls(windows.Aggregate, "count"), True, "count(x, n[, m])"),
+        ("std", x_n, _cls(windows.Aggregate, "std"), True, "std(x, n[, m])"),
+        ("min", x_n, _cls(windows.MinMax, "min"), True, "min(x, n[, m])"),
+        ("max", x_n, _cls(windows.MinMax, "max"), True, "max(x, n[, m])"),
         ("median", x_n, _cls(orderstats.Median, "median"), True, "median(x, n[, m])"),
         ("quantile", (EXPR, STEPS, ALPHA), _cls(orderstats.Quantile, "quantile"), True,
          "quantile(x, n, q[, m])"),
@@ -81,7 +81,7 @@ def _table() -> Dict[str, Function]:
         ("delta", x_n, _cls(windows.Delta, "delta"), True, "delta(x, n)"),
         ("prev", x_n, _cls(windows.Prev, "prev"), True, "prev(x, k)"),
         ("rel_change", x_n, _cls(windows.RelChange, "rel_change"), True, "rel_change(x, n)"),
-        ("slope", x_n, _cls(windows.Slope, "slope"), True, "slope(x, n)"),
+        ("slope", x_n, _cls(windows.Slope, "slope"), True, "slope(x, n[, m])"),
         ("robust_z", x_n, _cls(orderstats.RobustZ, "robust_z"), True, "robust_z(x, n[, m])"),
         ("spike_period", x_n, _spike_period, True, "spike_period(x, n[, m])"),
         ("steps_since_change", (EXPR,), _cls(sequences.StepsSinceChange, "steps_since_change"),
@@ -118,8 +118,9 @@ def _table() -> Dict[str, Function]:
 _VARIADIC = ("coalesce",)
 
 #: Optional trailing arguments: ``m``, the fewest points a window holds (see docs/rules.md).
-_OPTIONAL: Dict[str, Tuple[str, ...]] = {"median": (STEPS0,), "robust_z": (STEPS0,),
-                                         "quantile": (STEPS0,), "spike_period": (STEPS0,)}
+_OPTIONAL: Dict[str, Tuple[str, ...]] = {
+    name: (STEPS0,) for name in ("median", "robust_z", "quantile", "spike_period", "mean", "sum",
+                                 "count", "std", "min", "max", "slope")}
 
 
 FUNCTIONS: Dict[str, Function] = _table()

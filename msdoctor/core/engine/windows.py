@@ -112,6 +112,12 @@ def keep(state: Dict[str, Any], S: np.ndarray, V: np.ndarray, frame: Frame, span
         state["s"], state["v"] = S[cut:].copy(), V[cut:].copy()
 
 
+def at_least(lo: np.ndarray, hi: np.ndarray, m: int, floor: Any) -> np.ndarray:
+    """Window starts ``lo`` moved back so each window ``[lo, hi)`` holds the last ``m`` points
+    when the steps hold fewer (never before ``floor``, the rank's first point)."""
+    return np.minimum(lo, np.maximum(hi - m, floor)) if m else lo
+
+
 def _first(state: Dict[str, Any], S: np.ndarray) -> float:
     """Step of the first finite point since the last reset (NaN if none)."""
     if math.isnan(state["first"]) and S.shape[0]:
@@ -128,6 +134,12 @@ class WindowNode(Node):
     def n_steps(self) -> int:
         return int(self.params[0])
 
+    @property
+    def least_points(self) -> int:
+        """The optional ``m`` of ``mean(x, n, m)`` and its kin: the window holds at least the
+        last m points (0: none)."""
+        return int(self.params[1]) if len(self.params) > 1 else 0
+
     def new_state(self) -> Dict[str, Any]:
         return {"s": _EMPTY_I, "v": _EMPTY_F, "first": math.nan}
 
@@ -140,20 +152,21 @@ class LastN(WindowNode):
         raise NotImplementedError
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        n = self.n_steps
+        n, m = self.n_steps, self.least_points
         S, V, hi = gather(frame, args[0], state)
-        lo = search_right(S, frame.steps - n)
+        lo = at_least(search_right(S, frame.steps - n), hi, m, 0)
         out = self.reduce(V, lo, hi, V[0] if V.shape[0] else 0.0)
-        keep(state, S, V, frame, n)
+        keep(state, S, V, frame, n, extra_before=m)
         return out, args[0][1]
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
         from msdoctor.core.engine.segments import gather_segments, keep_segments, segment_refs
-        n = self.n_steps
+        n, m = self.n_steps, self.least_points
         K, V, hi, start = gather_segments(frame, args[0], states)
         lo = np.searchsorted(K, frame.segments.keys - n, side="right")
+        lo = at_least(lo, hi, m, start[frame.segments.seg])
         out = self.reduce(V, lo, hi, segment_refs(V, start))
-        keep_segments(states, K, V, frame, start, n)
+        keep_segments(states, K, V, frame, start, n, extra_before=m)
         return out, args[0][1]
 
 
@@ -308,24 +321,25 @@ class Slope(WindowNode):
     name = "slope"
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        n = self.n_steps
+        n, m = self.n_steps, self.least_points
         S, V, hi = gather(frame, args[0], state)
-        lo = search_right(S, frame.steps - n)
+        lo = at_least(search_right(S, frame.steps - n), hi, m, 0)
         if V.shape[0]:
             out = self.slope((S - S[0]).astype(np.float64), V - V[0], lo, hi)
         else:
             out = self.slope(_EMPTY_F, _EMPTY_F, lo, hi)
-        keep(state, S, V, frame, n)
+        keep(state, S, V, frame, n, extra_before=m)
         return out, args[0][1]
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
         from msdoctor.core.engine.segments import gather_segments, keep_segments, segment_refs
-        n = self.n_steps
+        n, m = self.n_steps, self.least_points
         K, V, hi, start = gather_segments(frame, args[0], states)
         lo = np.searchsorted(K, frame.segments.keys - n, side="right")
+        lo = at_least(lo, hi, m, start[frame.segments.seg])
         out = self.slope((K - segment_refs(K, start)).astype(np.float64),
                          V - segment_refs(V, start), lo, hi)
-        keep_segments(states, K, V, frame, start, n)
+        keep_segments(states, K, V, frame, start, n, extra_before=m)
         return out, args[0][1]
 
     @staticmethod

@@ -78,6 +78,13 @@ REFERENCES = {
     "quantile(x, 100, 0.25, 12)": lambda s, v, q, i: _quantile(_last_points(
         s, v, (q // stride(100)) * stride(100) - 100, (q // stride(100)) * stride(100), 12), 0.25),
     "delta(x, 10)": lambda s, v, q, i: (v[-1] - v[s <= q - 10][-1]) if v.size and (s <= q - 10).any() else math.nan,
+    "mean(x, 20, 8)": lambda s, v, q, i: _mean(_last_points(s, v, q - 20, q, 8)),
+    "sum(x, 10, 5)": lambda s, v, q, i: float(np.sum(_last_points(s, v, q - 10, q, 5))),
+    "count(x, 10, 5)": lambda s, v, q, i: float(_last_points(s, v, q - 10, q, 5).size),
+    "std(x, 12, 6)": lambda s, v, q, i: _std(_last_points(s, v, q - 12, q, 6)),
+    "min(x, 10, 4)": lambda s, v, q, i: _extreme(_last_points(s, v, q - 10, q, 4), np.min),
+    "max(x, 10, 5)": lambda s, v, q, i: _extreme(_last_points(s, v, q - 10, q, 5), np.max),
+    "slope(x, 30, 10)": lambda s, v, q, i: _slope_of(*_last_steps_points(s, v, q - 30, q, 10)),
     "prev(x, 1)": lambda s, v, q, i: float(v[-2]) if v.size >= 2 else math.nan,
     "prev(x, 3)": lambda s, v, q, i: float(v[-4]) if v.size >= 4 else math.nan,
     "slope(x, 30)": lambda s, v, q, i: _slope(s, v, q, 30),
@@ -87,11 +94,36 @@ REFERENCES = {
 
 def _slope(s, v, q, n):
     sel = (s > q - n) & (s <= q)
-    if sel.sum() < 2:
+    return _slope_of(s[sel], v[sel])
+
+
+def _slope_of(s, v):
+    if s.size < 2:
         return math.nan
-    x, y = s[sel].astype(float), v[sel]
+    x, y = s.astype(float), v
     den = len(x) * (x * x).sum() - x.sum() ** 2
     return ((len(x) * (x * y).sum() - x.sum() * y.sum()) / den) if den > 0 else math.nan
+
+
+def _last_steps_points(s, v, lo_excl, hi_incl, m):
+    """Steps and values of (lo_excl, hi_incl], or of the last m points up to hi_incl if more."""
+    sel = (s > lo_excl) & (s <= hi_incl)
+    if sel.sum() >= m:
+        return s[sel], v[sel]
+    up_to = s <= hi_incl
+    return s[up_to][-m:], v[up_to][-m:]
+
+
+def _mean(w):
+    return float(np.mean(w)) if w.size else math.nan
+
+
+def _std(w):
+    return float(np.std(w)) if w.size >= 2 else math.nan
+
+
+def _extreme(w, fn):
+    return float(fn(w)) if w.size else math.nan
 
 
 def _rel(s, v, q, n):
