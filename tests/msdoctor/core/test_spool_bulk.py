@@ -22,13 +22,17 @@ def read_all(run_dir: Path, bulk: bool, monkeypatch) -> tuple:
     with monkeypatch.context() as m:
         if not bulk:
             m.setattr(SpoolTailer, "_decode_bulk", lambda self, *args: None)
-        tailer = SpoolTailer(run_dir)
-        chunks = []
-        while True:
-            new = tailer.poll(max_bytes=1 << 30)
-            if not new:
-                return chunks, tailer
-            chunks.extend(new)
+        return read_through(SpoolTailer(run_dir))
+
+
+def read_through(tailer: SpoolTailer) -> tuple:
+    """Every chunk ``tailer`` reads until the spool has no more, and the tailer."""
+    chunks = []
+    while True:
+        new = tailer.poll(max_bytes=1 << 30)
+        if not new:
+            return chunks, tailer
+        chunks.extend(new)
 
 
 def same_value(a, b) -> bool:
@@ -215,13 +219,7 @@ ODD_STEP_LINES = [
 
 def read_typed(run_dir: Path) -> tuple:
     """Every chunk of the spool as a replay reads it (no step dicts), and the tailer."""
-    tailer = SpoolTailer(run_dir, step_events=False)
-    chunks = []
-    while True:
-        new = tailer.poll(max_bytes=1 << 30)
-        if not new:
-            return chunks, tailer
-        chunks.extend(new)
+    return read_through(SpoolTailer(run_dir, step_events=False))
 
 
 def assert_same_bits(got: list, expected: list) -> None:
