@@ -20,6 +20,7 @@ Each figure is the median CPU time (``time.process_time``: the targets are per c
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import random
@@ -223,7 +224,8 @@ def memory(steps_list, rules_dir: Optional[str]) -> None:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         doc, arrays = split_arrays(engine.state_dict())
-        state = len(orjson.dumps(doc)) + sum(a.nbytes for a in arrays.values())
+        # measured as the snapshot writes it (stdlib json: numpy scalars are floats to it)
+        state = len(json.dumps(doc).encode()) + sum(a.nbytes for a in arrays.values())
         print(f"memory: {steps:>8} steps -> engine peak traced {peak / 2**20:6.1f} MiB, "
               f"snapshot state {state / 2**20:5.2f} MiB ({steps / took / 1e3:.0f}k steps/s "
               f"under tracemalloc)")
