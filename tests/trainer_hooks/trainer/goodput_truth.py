@@ -36,7 +36,10 @@ def badput(run_dir: Path) -> Dict[str, float]:
     """Seconds per cause:
 
     - data_wait: from a step's end to the next step's begin within one pass (the fetch);
-    - checkpoint, evaluation, hang: the seconds the saver, loader, evaluator, hang timed;
+    - checkpoint, evaluation: the seconds the saver, loader, evaluator timed;
+    - hang: the seconds the hang timed, plus the rest of the hung step's excess over the median
+      step (its fetch and its compute): msdoctor's definition, a hung step's excess, on the
+      trainer's clocks;
     - startup: from a launch, or a rollback's restart within the process, to the first step's
       begin, less the checkpoint loads in between, plus that first step's excess over the
       median step (compilation);
@@ -49,9 +52,12 @@ def badput(run_dir: Path) -> Dict[str, float]:
     spans: List[float] = []
     firsts: List[float] = []
     extra: Dict[int, float] = {}
+    stalls: Dict[int, float] = {}          # step -> the seconds its hang timed
+    hung: List[float] = []                 # each hung step's fetch + compute
     opened = loaded = None                 # a (re)start whose first step has not begun
     prev_end = prev_step = crashed = begun = None
     first = False
+    fetched = 0.0
     for r in records(run_dir):
         kind, t = r["kind"], r["t"]
         if kind == "launch":
@@ -66,6 +72,8 @@ def badput(run_dir: Path) -> Dict[str, float]:
                 loaded = (loaded or 0.0) + r["s"]
             else:
                 extra[r["step"]] = extra.get(r["step"], 0.0) + r["s"]
+            if kind == "hang":
+                stalls[r["step"]] = r["s"]
         elif kind == "begin":
             step = r["step"]
             if prev_step is not None and step <= prev_step:        # resumed at step - 1
@@ -73,20 +81,26 @@ def badput(run_dir: Path) -> Dict[str, float]:
                     out["redone"] += done.pop(s)
                 if opened is None:                                  # a rollback, same process
                     opened = prev_end
+            fetched = 0.0
             if opened is not None:
                 out["startup"] += t - opened - (loaded or 0.0)
                 opened, loaded, first = None, None, True
             elif prev_end is not None:
-                out["data_wait"] += t - prev_end
+                fetched = t - prev_end
             begun = t
         elif kind == "end" and begun is not None:
             step = r["step"]
             work = t - begun - extra.pop(step, 0.0)
             done[step] = work
-            (firsts if first else spans).append(work)
+            if stalls.pop(step, None) is not None and not first:
+                hung.append(fetched + work)
+            else:
+                out["data_wait"] += fetched
+                (firsts if first else spans).append(work)
             first, prev_end, prev_step, begun = False, t, step, None
     typical = statistics.median(spans)
     out["startup"] += sum(max(0.0, span - typical) for span in firsts)
+    out["hang"] += sum(max(0.0, span - typical) for span in hung)
     return out
 
 
