@@ -43,7 +43,7 @@ def kind_of(alert: str) -> Optional[str]:
     """Which localisation an alert gets (None: none)."""
     if "NonFinite" in alert:
         return NONFINITE
-    if alert.startswith("GradNormSpike"):
+    if alert.startswith("GradNormSpike") or alert == "GradNormExplosion":
         return SPIKE
     if alert in ("UpdatesStalled", "LossPlateau", "LayerFrozen", "LossFrozen"):
         return STALL

@@ -330,13 +330,21 @@ class RobustZ(WindowNode):
         return z
 
 
+#: Spike onsets a period needs: three after a quiet stretch (no onset in the QUIET * n steps
+#: before the window), four in a run whose loss spikes anyway (heavy-tailed noise), where two
+#: intervals agree by chance about one time in 30.
+ONSETS_AFTER_QUIET = 3
+ONSETS_IN_NOISE = 4
+QUIET = 4
+
+
 def regular_period(events: np.ndarray) -> float:
     """The period of ``events`` (>= 3 step numbers) if their spacing is regular, else 0.
 
     Intervals are compared with their median d: each must be within max(2, 5%) of
     d or of 2d (one missed spike), and at least two must be ~d.
     """
-    if events.shape[0] < 3:
+    if events.shape[0] < ONSETS_AFTER_QUIET:
         return 0.0
     d = np.diff(events).astype(np.float64)
     period = float(np.median(d))
@@ -371,9 +379,12 @@ class SpikePeriod(Node):
         if rows is None:
             rows = np.arange(frame.n)
         spike_rows = rows[zvals[rows] > SPIKE_Z]
-        E, lo, hi = episode_starts(frame, spike_rows, n, state, "events", "last_spike")
+        E, before, hi = episode_starts(frame, spike_rows, (QUIET + 1) * n, state, "events",
+                                       "last_spike")
+        lo = np.searchsorted(E, frame.steps - n, side="right")
+        quiet = lo == before                     # no onset in the stretch before the window
         out = np.zeros(frame.n)
-        many = (hi - lo) >= 3
+        many = (hi - lo) >= np.where(quiet, ONSETS_AFTER_QUIET, ONSETS_IN_NOISE)
         if many.any():
             pairs = lo[many] * (E.shape[0] + 1) + hi[many]
             uniq, inverse = np.unique(pairs, return_inverse=True)

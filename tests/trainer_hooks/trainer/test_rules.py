@@ -113,7 +113,7 @@ def test_a_hang_fires_job_hung_on_the_live_sidecar_at_the_last_step_before_it(ru
 #: Alerts on wall-clock timings: on this shared machine another job slowing the run down is a
 #: real slowdown, which these rules are right to report; their false-alarm rate is measured on
 #: the generated healthy runs (tests/bench/bench_detection2.py), not here.
-TIMING = ("ThroughputBelowBaseline", "DataLoaderStarved", "StragglerRank")
+TIMING = ("ThroughputBelowBaseline", "DataLoaderStarved", "StragglerRank", "StepTimeErratic")
 
 
 def loud(found: list) -> list:

@@ -282,6 +282,21 @@ def test_spike_period_with_a_minimum_of_points_finds_short_periods_from_the_firs
         assert got[39] == 0.0 and got[40] == 5.0, sizes
 
 
+def test_spike_period_needs_a_fourth_spike_when_a_lone_one_came_in_the_stretch_before():
+    rng = np.random.default_rng(2)
+    n = 700
+    steps = np.arange(1, n + 1)
+    quiet = 3.0 + 0.01 * rng.standard_normal(n)
+    quiet[[399, 459, 519, 579]] += 1.0              # spikes at 400, 460, 520, 580
+    noisy = quiet.copy()
+    noisy[99] += 1.0                                # and a lone one at 100: the loss spikes anyway
+    for sizes in ([10_000], [1], [7]):
+        got = run_expr("spike_period(loss, 200, 10)", steps, {"loss": list(quiet)}, sizes)
+        assert got[518] == 0.0 and got[519] == 60.0, sizes          # the third spike
+        got = run_expr("spike_period(loss, 200, 10)", steps, {"loss": list(noisy)}, sizes)
+        assert got[519] == 0.0 and got[578] == 0.0 and got[579] == 60.0, sizes   # the fourth
+
+
 def test_regular_period_tolerates_one_missed_spike():
     assert regular_period(np.array([100, 400, 1000, 1300])) == 300.0
     assert regular_period(np.array([100, 400, 650])) == 0.0
