@@ -93,6 +93,10 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = f"msdoctor/{__version__}"
     protocol_version = "HTTP/1.1"
     timeout = 30
+    #: TCP_NODELAY: an answer is written as headers then body; with Nagle on, a small body
+    #: waits for the client's delayed ACK of the headers (~40 ms on Linux) on a kept-alive
+    #: connection, and a TUI refresh makes several requests on one.
+    disable_nagle_algorithm = True
 
     def parse_request(self) -> bool:
         """The stdlib's parsing, then the framing rules: bounded request line, no body
