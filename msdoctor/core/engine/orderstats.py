@@ -393,6 +393,29 @@ class SpikePeriod(Node):
             out[many] = periods[inverse]
         return out, mask
 
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        """0 for the ranks with no spike in the batch and fewer than three onsets kept (what
+        :meth:`evaluate` answers them, its state trimmed later); the others rank by rank."""
+        segs = frame.segments
+        assert segs is not None
+        zvals, mask = args[0]
+        spiky = zvals > SPIKE_Z
+        if isinstance(mask, np.ndarray):
+            spiky &= mask
+        elif mask is False:
+            spiky[:] = False
+        busy = np.zeros(segs.count, dtype=bool)
+        busy[segs.seg[spiky]] = True
+        busy |= np.fromiter((st["events"].shape[0] >= ONSETS_AFTER_QUIET for st in states),
+                            dtype=bool, count=segs.count)
+        out = np.zeros(frame.n)
+        b = segs.bounds.tolist()
+        for r in np.flatnonzero(busy).tolist():
+            a, z = b[r], b[r + 1]
+            sub = (zvals[a:z], mask[a:z] if isinstance(mask, np.ndarray) else mask)
+            out[a:z] = self.evaluate(segs.frames[r], [sub], states[r])[0]
+        return out, mask
+
 
 class Baseline(Node):
     """``baseline(x, warmup, n)``: median of x over steps [f+warmup, f+warmup+n), then frozen."""

@@ -26,7 +26,7 @@ EXPRESSIONS = ["first_max(x, 3)", "mean(x, 20)", "sum(x, 20)", "count(x, 20)", "
                "max(x, 10, 5)", "slope(x, 30, 10)", "rel_change(x, 25)", "robust_z(x, 20)",
                "robust_z(x, 100, 10)", "robust_z(x, 200) > 2 and median(x, 200) > 0",
                "repeat_count(x > 3)", "nonfinite(x)", "first_max(x, 50)", "ewma(x, 0.1)",
-               "steps_since_change(x > 3)", "spike_period(x, 200)", "episodes(x > 4, 50)",
+               "steps_since_change(x > 3)", "spike_period(x, 200)", "spike_period(x, 200, 10)", "episodes(x > 4, 50)",
                "baseline(x, 10, 40)", "rank_median(x)", "x + step"]
 RANKS = 5
 
@@ -105,6 +105,25 @@ def test_an_operator_over_many_ranks_at_once_equals_each_rank_alone(expr):
         alone = run_expr(signal(expr), steps[r], {"loss": values[r]}, [k for p in plan for k in [p[r]] if k])
         np.testing.assert_allclose(got[r], alone, rtol=1e-9, atol=1e-12, equal_nan=True,
                                    err_msg=f"{expr}, rank {r}")
+
+
+def test_spike_periods_of_many_ranks_at_once_equal_each_rank_alone_with_and_without_spikes():
+    rng = np.random.default_rng(7)
+    steps = [np.arange(1, 401) for _ in range(RANKS)]
+    values = []
+    for r in range(RANKS):
+        loss = 3.0 + 0.01 * rng.standard_normal(400)
+        if r % 2 == 0:
+            loss[50 + 5 * r::25] += 1.0             # a period of 25 steps on the even ranks
+        values.append(loss.tolist())
+    plan = polls(11, 400)
+    for expr in ("spike_period(x, 200, 10)", "spike_period(x, 500, 10)"):
+        got = run_together(expr, steps, values, plan)
+        assert all((got[r] == 25.0).any() == (r % 2 == 0) for r in range(RANKS)), expr
+        for r in range(RANKS):
+            alone = run_expr(signal(expr), steps[r], {"loss": values[r]},
+                             [k for p in plan for k in [p[r]] if k])
+            np.testing.assert_array_equal(got[r], alone, err_msg=f"{expr}, rank {r}")
 
 
 def _compare_rank_median(expr, steps, values, plan, got) -> None:
