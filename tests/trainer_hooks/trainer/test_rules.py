@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from timing_alerts import TIMING
 from trainer_runs import LONG, events, journal
 
 pytestmark = pytest.mark.slow
@@ -108,12 +109,6 @@ def test_a_hang_fires_job_hung_on_the_live_sidecar_at_the_last_step_before_it(ru
     t = {e["step"]: e["t"] for e in events(run) if e["type"] == "step"}
     assert t[19] + 3 < firing[0]["t"] < t[20]        # --hang-after-s 3, hang@20 for 10 s
     assert [a["state"] for a in hung][-1] == "resolved"   # steps resumed, then the run ended
-
-
-#: Alerts on wall-clock timings: on this shared machine another job slowing the run down is a
-#: real slowdown, which these rules are right to report; their false-alarm rate is measured on
-#: the generated healthy runs (tests/bench/bench_detection2.py), not here.
-TIMING = ("ThroughputBelowBaseline", "DataLoaderStarved", "StragglerRank", "StepTimeErratic")
 
 
 def loud(found: list) -> list:
