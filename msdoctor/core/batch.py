@@ -182,6 +182,8 @@ _STEP_FIELDS = FIELDS["step"]
 _NUMS = frozenset(name for name, (kind, _) in _STEP_FIELDS.items() if kind == "number")
 _REQUIRED = frozenset(name for name, (_, required) in _STEP_FIELDS.items() if required)
 _INT = {int}
+#: the keys wire_steps reads from every row (and so proves present in each)
+_READ = _NUMS | {"v", "type", "rank", "step", "run", "overflow", "t"}
 _NUMBER = frozenset((int, float))
 _get_v, _get_rank, _get_type = itemgetter("v"), itemgetter("rank"), itemgetter("type")
 
@@ -215,6 +217,9 @@ def wire_steps(rows: List[Mapping[str, Any]], keys: tuple, rank: int
         return None
     if "run" in keys and set(map(type, map(itemgetter("run"), rows))) != {str}:
         return None
+    for name in keys:                # a key read below: a row without it raises KeyError;
+        if name not in _READ:        # any other key (ignored) must be looked up here
+            list(map(itemgetter(name), rows))
     flags = None
     if "overflow" in keys:
         flags = list(map(itemgetter("overflow"), rows))

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 import msdoctor.core.spool_bulk as spool_bulk
 from msdoctor.core.spool import SpoolTailer
@@ -116,6 +116,8 @@ def spools(draw) -> list:
 @settings(max_examples=250, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spools(), st.sampled_from([3, 64, 2048]))
+@example([orjson.dumps({k: v for k, v in step(0, 2, extra=[1, {}]).items() if k != "loss"}) + b"\n",
+          orjson.dumps(step(0, 4)) + b"\n"], 64)    # as many keys, an ignored one in place of the loss
 def test_bulk_and_line_by_line_decoding_give_the_same_chunks_errors_and_positions(
         tmp_path_factory, monkeypatch, lines, block):
     run_dir = tmp_path_factory.mktemp("run")
