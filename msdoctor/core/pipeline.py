@@ -374,10 +374,10 @@ class Pipeline:
     def _tick_engine(self, now: float) -> None:
         behind = self.tailer.behind() if self.tailer is not None else set()
         for run, rc in list(self.engine.runs.items()):
-            for rank in list(rc.ranks):
-                if (run, rank) not in behind:
-                    self.engine.tick_rank(run, rank, now)
-                    self.times.tick(run, rank, now)
+            ranks = [rank for rank in rc.ranks if (run, rank) not in behind]
+            self.engine.tick_ranks(run, ranks, now)
+            for rank in ranks:
+                self.times.tick(run, rank, now)
 
     def add_consumer(self, consumer: Consumer) -> None:
         """Register one more consumer (before the first poll)."""

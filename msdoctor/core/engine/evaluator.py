@@ -24,7 +24,8 @@ from msdoctor.core.engine.lifecycle import FIRING, INACTIVE, AlertState, advance
 from msdoctor.core.engine.model import Rule, RuleSet
 from msdoctor.core.engine.nodes import Frame, Signal, truthy
 from msdoctor.core.engine.program import CompiledRule, Program
-from msdoctor.core.engine.runend import end_run, note_gone, run_over
+from msdoctor.core.engine.runend import end_run, run_over
+from msdoctor.core.engine.ticks import tick_one, tick_run
 from msdoctor.core.layers import LayerBook
 from msdoctor.core.spool import Chunk
 from msdoctor.core.state import Store
@@ -182,15 +183,23 @@ class Engine:
 
     def on_tick(self, now: float, store: Optional[Store] = None) -> List[Alert]:
         """Clock-driven evaluation of the time-based rules of every rank."""
-        return [a for rc in list(self.runs.values()) for ctx in list(rc.ranks.values())
-                for a in self._tick_rank(ctx, float(now))]
+        return [a for run, rc in list(self.runs.items())
+                for a in self.tick_ranks(run, list(rc.ranks), now)]
 
     def tick_rank(self, run: str, rank: int, now: float) -> List[Alert]:
         """Clock-driven evaluation of one rank only (replay: a gap inside that rank's record)."""
         ctx = self.runs[run].ranks.get(rank) if run in self.runs else None
         if ctx is None:
             return []
-        return self._tick_rank(ctx, float(now))
+        return tick_one(self, ctx, float(now))
+
+    def tick_ranks(self, run: str, ranks: Sequence[int], now: float) -> List[Alert]:
+        """:meth:`tick_rank` for ``ranks`` of ``run``, in order, evaluated together."""
+        rc = self.runs.get(run)
+        if rc is None:
+            return []
+        ctxs = [c for c in (rc.ranks.get(rank) for rank in ranks) if c is not None]
+        return tick_run(self, ctxs, float(now))
 
     # -- evaluation -------------------------------------------------------
     def _times(self, ctx: RankContext, t: np.ndarray) -> np.ndarray:
@@ -280,43 +289,6 @@ class Engine:
                                   float(t[row]), values))
             if k + 1 == len(found) or found[k + 1][0] != row:
                 out.extend(self._settle(ctx, int(steps[row]), float(t[row]), at))
-        return out
-
-    def _tick_rank(self, ctx: RankContext, now: float) -> List[Alert]:
-        if run_over(ctx.run):           # its alerts ended with it; the clock raises no new ones
-            return []
-        out = self._tick_rules_of(ctx, now) if self._tick_rules else []
-        if note_gone(ctx, now) and run_over(ctx.run):   # after its rules: it was judged alive
-            out.extend(end_run(self, ctx.run, now))
-        return out
-
-    def _tick_rules_of(self, ctx: RankContext, now: float) -> List[Alert]:
-        step = ctx.last_step if ctx.last_step is not None else 0
-        frame = Frame(np.array([step], dtype=np.int64), np.array([float(step)]),
-                      np.array([now]), None, ctx, now=now)
-        failed: Dict[int, str] = {}
-        fresh = self.program.tick(frame, ctx.states, ctx.last, failed, self._tick_nodes)
-        out: List[Alert] = []
-        for cr in self._tick_rules:
-            if failed and self._failed(cr, failed):
-                continue
-            name = cr.rule.alert
-            cond_value = fresh.get(cr.condition, ctx.last[cr.condition])
-            cond = truthy(np.array([cond_value]))
-            st = ctx.alerts.get(name)
-            if st is None:
-                if not cond[0]:
-                    continue
-                st = ctx.alerts[name] = AlertState()
-            for tr in advance(st, cond, frame.fsteps, frame.t, cr.rule.for_,
-                              cr.rule.keep_firing_for):
-                values = {k: fresh.get(i, ctx.last[i]) for k, i in cr.values.items()}
-                out.append(self._emit(cr, ctx, tr.state, ctx.last_step, tr.first_step,
-                                      fresh.get(cr.value, ctx.last[cr.value]), now, values))
-        if out:
-            out.extend(self._settle(ctx, ctx.last_step, now, lambda cr: (
-                fresh.get(cr.value, ctx.last[cr.value]),
-                {k: fresh.get(i, ctx.last[i]) for k, i in cr.values.items()})))
         return out
 
     def _failed(self, cr: CompiledRule, failed: Dict[int, str]) -> bool:
