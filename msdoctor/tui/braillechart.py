@@ -11,7 +11,11 @@ import time
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Span, Text
+from textual.geometry import Size
+from textual.strip import Strip
 from textual.widget import Widget
 
 from msdoctor.core import format as fmt
@@ -196,6 +200,8 @@ class Chart(Widget, can_focus=True):
         super().__init__(id=id)
         self.border_title = title
         self.plot = Plot()
+        self._strips: List[Strip] = []
+        self._drawn: Optional[Tuple[Plot, Size, object]] = None    # what _strips show
 
     def set_plot(self, plot: Plot, legend: str = "") -> None:
         """Show ``plot``; a plot equal to the one shown is not drawn again."""
@@ -210,3 +216,24 @@ class Chart(Widget, can_focus=True):
 
     def render(self) -> Text:
         return render_plot(self.plot, self.content_region.width, self.content_region.height)
+
+    def render_line(self, y: int) -> Strip:
+        """Line ``y`` of the chart: the rich text drawn straight into strips (Textual's
+        general path converts every span of a chart of thousands of cells first)."""
+        style = self.visual_style.rich_style
+        key = (self.plot, self.size, style)
+        if self._drawn is None or self._drawn[0] is not self.plot or self._drawn[1:] != key[1:]:
+            self._strips = self._draw(style)
+            self._drawn = key
+        if 0 <= y < len(self._strips):
+            return self._strips[y]
+        return Strip.blank(self.size.width, style)
+
+    def _draw(self, style: Style) -> List[Strip]:
+        width, height = self.size
+        console = self.app.console
+        strips = []
+        for line in self.render().split("\n", allow_blank=True)[:height]:
+            segments = Segment.apply_style(line.render(console), style)
+            strips.append(Strip(segments).crop_extend(0, width, style))
+        return strips
