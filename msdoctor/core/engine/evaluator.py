@@ -133,6 +133,8 @@ class Engine:
             ctx = self.runs[run].ranks.get(rank) if run in self.runs else None
             if ctx is not None and id(ctx) in pending:
                 flush()                                 # a rank's batches stay in order
+            if ctx is None and steps is not None and 0 < len(steps) <= MANY_ROWS:
+                ctx = self.rank_context(run, rank)      # a new rank joins the others
             if ctx is None or steps is None or len(steps) > MANY_ROWS or not joinable(ctx, steps):
                 out.extend(self.process(run, rank, events, steps))
                 continue

@@ -396,6 +396,7 @@ class SpikePeriod(Node):
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
         """0 for the ranks with no spike in the batch and fewer than three onsets kept (what
         :meth:`evaluate` answers them, its state trimmed later); the others rank by rank."""
+        from msdoctor.core.engine.segments import some_ranks
         segs = frame.segments
         assert segs is not None
         zvals, mask = args[0]
@@ -408,12 +409,8 @@ class SpikePeriod(Node):
         busy[segs.seg[spiky]] = True
         busy |= np.fromiter((st["events"].shape[0] >= ONSETS_AFTER_QUIET for st in states),
                             dtype=bool, count=segs.count)
-        out = np.zeros(frame.n)
-        b = segs.bounds.tolist()
-        for r in np.flatnonzero(busy).tolist():
-            a, z = b[r], b[r + 1]
-            sub = (zvals[a:z], mask[a:z] if isinstance(mask, np.ndarray) else mask)
-            out[a:z] = self.evaluate(segs.frames[r], [sub], states[r])[0]
+        out = some_ranks(self, frame, args, states, np.flatnonzero(busy).tolist(),
+                         np.zeros(frame.n))
         return out, mask
 
 
@@ -455,15 +452,12 @@ class Baseline(Node):
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
         """Ranks whose baseline is frozen at once; the others rank by rank."""
+        from msdoctor.core.engine.segments import some_ranks
         segs = frame.segments
         warmup, n = int(self.params[0]), int(self.params[1])
         done = np.array([bool(st["done"]) for st in states])
         end = np.array([st["f"] for st in states]) + warmup + n - 1
         value = np.array([st["value"] for st in states])
         out = np.where(done[segs.seg] & (frame.steps >= end[segs.seg]), value[segs.seg], np.nan)
-        b = segs.bounds.tolist()
-        for r in np.flatnonzero(~done).tolist():
-            a, z = b[r], b[r + 1]
-            sub = [(v[a:z], m[a:z] if isinstance(m, np.ndarray) else m) for v, m in args]
-            out[a:z] = self.evaluate(segs.frames[r], sub, states[r])[0]
-        return out, args[0][1]
+        return some_ranks(self, frame, args, states, np.flatnonzero(~done).tolist(), out), \
+            args[0][1]

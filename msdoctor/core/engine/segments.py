@@ -88,6 +88,20 @@ def per_rank(node: Node, frame: Frame, args: List[Out], states: List[Dict[str, A
     return np.concatenate(values), join_masks(masks, [f.n for f in segs.frames])
 
 
+def some_ranks(node: Node, frame: Frame, args: List[Out], states: List[Dict[str, Any]],
+               ranks: Sequence[int], out: np.ndarray) -> np.ndarray:
+    """``out`` with the rows of ``ranks`` (segment numbers) evaluated rank by rank, as
+    :func:`per_rank` does; the other rows as they were."""
+    segs = frame.segments
+    assert segs is not None
+    b = segs.bounds.tolist()
+    for r in ranks:
+        a, z = b[r], b[r + 1]
+        sub = [(v[a:z], _slice_mask(m, a, z)) for v, m in args]
+        out[a:z] = node.evaluate(segs.frames[r], sub, states[r])[0]
+    return out
+
+
 def gather_segments(frame: Frame, arg: Out, states: List[Dict[str, Any]]
                     ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Each rank's carry-over followed by its new finite points, rank after rank:
