@@ -119,7 +119,7 @@ BENCHES: Tuple[Bench, ...] = (
     Bench("tui", ("--ranks", "1024", "--steps", "10", "--refreshes", "3"), ("--ranks", "1024"), (
         lo("slowest HTTP refresh (1024 ranks) wall ms",
            rf"^slowest HTTP refresh \(median wall\): (?P<value>{NUM}) ms"),
-        lo("{key}: wall ms", TUI_CASE + rf".*?= (?P<value>{NUM}) ms"),
+        lo("{key}: wall ms", TUI_CASE + rf".*?=\s+(?P<value>{NUM}) ms"),
         lo("{key}: CPU ms", TUI_CASE + rf".*CPU\s+(?P<value>{NUM}) ms"),
         lo("initial ingest with the rules s",
            rf"^\d+ ranks x \d+ steps ingested with the rules in (?P<value>{NUM}) s"),
