@@ -32,7 +32,7 @@ from msdoctor.tui.logtail import LogFollower
 from msdoctor.tui.model import Reading
 from msdoctor.tui.overview import Overview
 from msdoctor.tui.ranktable import RankTable
-from msdoctor.tui.reader import Request, SourceError
+from msdoctor.tui.reader import SPARK_SIGNAL, Request, SourceError
 from msdoctor.tui.source import Source
 
 PANES = ("overview", "charts", "alerts", "logs", "checkpoints", "layers")
@@ -121,7 +121,10 @@ class DoctorApp(App[None]):
             return Request(run=self.run_name, charts=True, curves=True)   # the worst rank's
         return Request(run=self.run_name, charts=self.pane == "charts",
                        chart_ranks=self.chart_ranks, chart_window=self.chart_window,
-                       checkpoints=self.pane == "checkpoints", layers=self.pane == "layers")
+                       checkpoints=self.pane == "checkpoints", layers=self.pane == "layers",
+                       # the sparklines are drawn in the rank table only: not fetched while
+                       # another pane hides it (a fresh fetch follows the switch back)
+                       spark_signal=SPARK_SIGNAL if self.pane == "overview" else None)
 
     def _tick(self) -> None:
         if self._busy or time.monotonic() < self._next_try:
@@ -247,7 +250,7 @@ class DoctorApp(App[None]):
         self.refresh_bindings()
         if pane == "alerts":
             self.query_one(AlertsPane).flush()
-        if pane in ("charts", "logs", "checkpoints", "layers") and self.poll:
+        if pane in ("overview", "charts", "logs", "checkpoints", "layers") and self.poll:
             self._next_try = 0.0
             self._tick()
 

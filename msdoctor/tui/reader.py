@@ -96,7 +96,7 @@ class Request:
     chart_points: int = CHART_POINTS
     chart_window: Optional[int] = None      # only the last this many steps (None: all)
     curves: bool = False                    # the charts are the overview's worst-rank curves
-    spark_signal: str = SPARK_SIGNAL
+    spark_signal: Optional[str] = SPARK_SIGNAL   # None: no sparklines (the table is hidden)
     checkpoints: bool = False               # the checkpoints pane is open
     layers: bool = False                    # the layers pane is open (the picked or worst rank)
 

@@ -1,32 +1,39 @@
 """Benchmark: one TUI refresh (fetch + render) with 1024 live ranks (target: <= 100 ms).
 
     .venv/bin/python tests/bench/bench_tui.py [--ranks 1024] [--steps 30] [--refreshes 20]
+        [--in-process]
 
-A real sidecar state (spool written with the real codec: every step signal, the
-rules running, firing alerts) is served by the real ``/api/v1`` endpoint while a
-writer appends a new step to every rank between refreshes and the sidecar
-ingests it. Each refresh is timed as the TUI does it: ``HttpSource.fetch`` (all
+A real sidecar (``msdoctor serve`` in its own process, as the TUI meets it in
+production: the spool written with the real codec, every step signal, the
+rules running, firing alerts) serves ``/api/v1`` while a writer appends a new
+step to every rank between refreshes and waits until the sidecar has ingested
+it. Each refresh is timed as the TUI does it: ``HttpSource.fetch`` (all
 requests, JSON decode, snapshot) and then showing the snapshot in the app and
 drawing the screen (80×24 and 200×60 headless): the widgets handle their
 messages, the screen lays out and paints what changed (what its 60 Hz update
 timer does), then a full frame is rendered on top. (``--pause`` waits with
 ``pilot.pause()`` instead, as earlier versions did: it also sleeps >= 20 ms until
-the process looks idle, which is not rendering work.) The embedded ``--run-dir``
-source is timed over the recorded run (its fetch also ingests what is new; the
-rule engine's ingest of one step on 1024 ranks is printed separately).
+the process looks idle, which is not rendering work.) ``--in-process`` runs the
+sidecar in this process instead, as earlier versions did: its heap (the state of
+1024 ranks) then makes every full garbage collection of the TUI walk it. The
+embedded ``--run-dir`` source (the sidecar inside the TUI, by design) is timed
+over the recorded run (its fetch also ingests what is new).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, List, Tuple
+from typing import Callable, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
@@ -35,10 +42,9 @@ from msdoctor.core.engine import default_rules_dir, load_rules  # noqa: E402
 from msdoctor.core.pipeline import Pipeline  # noqa: E402
 from msdoctor.http.wiring import Endpoint  # noqa: E402
 from msdoctor.tui.app import DoctorApp  # noqa: E402
-from msdoctor.tui.reader import Request  # noqa: E402
 from msdoctor.tui.source import EmbeddedSource, FixedSource, HttpSource, Source  # noqa: E402
 
-from servers import free_port  # noqa: E402
+from servers import free_port, http_get  # noqa: E402
 from spool_factory import STEP_TIME, append_steps, write_run  # noqa: E402
 
 TARGET_MS = 100.0
@@ -51,8 +57,11 @@ def percentile(values: List[float], q: float) -> float:
 
 
 async def timed_refreshes(source: Source, size: Tuple[int, int], refreshes: int,
-                          between: Callable[[], None], charts: bool) -> List[Tuple[float, float]]:
-    """(fetch ms, render ms) per refresh, in a headless app of ``size``."""
+                          between: Callable[[], None], charts: bool,
+                          server_cpu: Callable[[], float] = lambda: 0.0
+                          ) -> List[Tuple[float, float, float, float]]:
+    """(fetch ms, render ms, CPU ms of this process, CPU ms of the sidecar process) per
+    refresh, in a headless app of ``size``."""
     shown = FixedSource(None)
     app = DoctorApp(shown, poll=False)
     out = []
@@ -61,8 +70,10 @@ async def timed_refreshes(source: Source, size: Tuple[int, int], refreshes: int,
             await pilot.press("2")
         for _ in range(refreshes):
             between()
-            c0, t0 = time.process_time(), time.perf_counter()
-            snap = await asyncio.to_thread(source.fetch, Request(charts=charts))
+            s0, c0, t0 = server_cpu(), time.process_time(), time.perf_counter()
+            asked = app.request()               # what the app asks for on this pane
+            assert asked.charts == charts
+            snap = await asyncio.to_thread(source.fetch, asked)
             t1 = time.perf_counter()
             app.show_reading(snap)
             if PAUSE:
@@ -72,24 +83,110 @@ async def timed_refreshes(source: Source, size: Tuple[int, int], refreshes: int,
                 app.screen._on_timer_update()       # layout + paint of the changed widgets
             app.screen._compositor.render_update(full=True)   # and a full frame on top
             c2, t2 = time.process_time(), time.perf_counter()
-            out.append(((t1 - t0) * 1000, (t2 - t1) * 1000, (c2 - c0) * 1000))
+            out.append(((t1 - t0) * 1000, (t2 - t1) * 1000, (c2 - c0) * 1000,
+                        (server_cpu() - s0) * 1000))
     assert app.reading is not None and len(app.reading.ranks) == len(snap.ranks)
     return out
 
 
-def report(name: str, samples: List[Tuple[float, float, float]]) -> float:
+def report(name: str, samples: List[Tuple[float, float, float, float]]) -> float:
     """Print wall-clock fetch/render/total and the CPU time of the whole refresh (every
-    thread of this process, HTTP server included): wall time on a shared, loaded
-    machine includes waiting for a core; CPU time is the work itself."""
-    fetch = [f for f, _, _ in samples]
-    render = [r for _, r, _ in samples]
-    total = [f + r for f, r, _ in samples]
-    cpu = [c for _, _, c in samples]
+    thread of this process; a sidecar in its own process is printed apart): wall time on
+    a shared, loaded machine includes waiting for a core; CPU time is the work itself."""
+    fetch = [f for f, _, _, _ in samples]
+    render = [r for _, r, _, _ in samples]
+    total = [f + r for f, r, _, _ in samples]
+    cpu = [c for _, _, c, _ in samples]
+    served = [s for _, _, _, s in samples]
+    apart = f" (+ sidecar {statistics.median(served):5.1f} ms)" if any(served) else ""
     print(f"{name:<40} wall: fetch {statistics.median(fetch):5.1f} + render "
           f"{statistics.median(render):5.1f} = {statistics.median(total):5.1f} ms (p95 "
-          f"{percentile(total, 0.95):5.1f});  CPU {statistics.median(cpu):5.1f} ms;  load "
-          f"{os.getloadavg()[0]:.1f}")
+          f"{percentile(total, 0.95):5.1f});  CPU {statistics.median(cpu):5.1f} ms{apart};  "
+          f"load {os.getloadavg()[0]:.1f}")
     return statistics.median(total)
+
+
+class InProcess:
+    """The sidecar in this process (the harness of earlier versions)."""
+
+    def __init__(self, run_dir: Path, port: int) -> None:
+        self.sidecar = Pipeline(run_dir, rules=load_rules([default_rules_dir()]), journal=True,
+                                persist=False, poll_interval=0.05)
+        self.endpoint = Endpoint(run_dir, listen=f"127.0.0.1:{port}")
+
+    def start(self, steps: int) -> None:
+        while self.sidecar.poll_once():
+            pass
+        self.endpoint.start(self.sidecar.store, self.sidecar.alerts, lock=self.sidecar.lock)
+
+    def caught_up(self, step: int) -> None:
+        while self.sidecar.poll_once():
+            pass
+
+    def stop(self) -> None:
+        self.endpoint.stop()
+
+    def cpu(self) -> float:
+        return 0.0                          # counted in this process's CPU already
+
+
+class Served:
+    """``msdoctor serve`` in its own process: the sidecar the TUI talks to in production."""
+
+    def __init__(self, run_dir: Path, port: int) -> None:
+        self.url = f"http://127.0.0.1:{port}/api/v1/runs/bench/overview?signal=loss"
+        self.log = open(run_dir.parent / "serve.log", "wb")
+        self.proc: Optional[subprocess.Popen] = None
+        self.cmd = [sys.executable, "-m", "msdoctor", "serve", str(run_dir), "--listen",
+                    f"127.0.0.1:{port}", "--snapshot-every", "3600",
+                    "--progress-every", "3600", "--log-level", "ERROR"]
+
+    def start(self, steps: int) -> None:
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=self.log, env=env)
+        self.caught_up(steps, timeout=600.0)
+
+    def caught_up(self, step: int, timeout: float = 120.0) -> None:
+        """Wait until every rank's last step is ``step`` in the sidecar's answers."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None and self.proc.poll() is None, "msdoctor serve ended"
+            try:
+                steps = json.loads(http_get(self.url)).get("last_step") or []
+            except OSError:
+                steps = []
+            if steps and min(s if s is not None else -1 for s in steps) >= step:
+                self.idle(deadline)
+                return
+            time.sleep(0.01)
+        raise TimeoutError(f"the sidecar did not reach step {step} in {timeout:.0f} s")
+
+    def idle(self, deadline: float) -> None:
+        """Wait until the sidecar has done the rest of its poll (the consumers, the tick of
+        every rank): under 10 ms of CPU in 100 ms. A refresh timed while the sidecar still
+        ingests would time its ingest (issue 18's poll), not the TUI."""
+        before = self.cpu()
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            now = self.cpu()
+            if now - before < 0.01:
+                return
+            before = now
+
+    def cpu(self) -> float:
+        """The sidecar process's CPU seconds so far (user + system)."""
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()
 
 
 def main() -> int:
@@ -99,6 +196,8 @@ def main() -> int:
     parser.add_argument("--refreshes", type=int, default=20)
     parser.add_argument("--pause", action="store_true",
                         help="wait for each frame with pilot.pause() (adds its idle sleep)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run the sidecar in this process (as earlier versions did)")
     args = parser.parse_args()
     global PAUSE
     PAUSE = args.pause
@@ -112,27 +211,23 @@ def main() -> int:
         write_run(run_dir, run="bench", ranks=range(args.ranks), steps=args.steps, t0=t0,
                   nan_at=args.steps - 5, slow_rank=7)
         port = free_port()
-        endpoint = Endpoint(run_dir, listen=f"127.0.0.1:{port}")
-        sidecar = Pipeline(run_dir, rules=load_rules([default_rules_dir()]), journal=True,
-                           persist=False, poll_interval=0.05)
+        sidecar: 'InProcess | Served' = InProcess(run_dir, port) if args.in_process \
+            else Served(run_dir, port)
+        where = "in this process" if args.in_process else "in its own process (msdoctor serve)"
         started = time.perf_counter()
-        while sidecar.poll_once():
-            pass
+        sidecar.start(args.steps)
         print(f"{args.ranks} ranks x {args.steps} steps ingested with the rules in "
-              f"{time.perf_counter() - started:.2f} s")
-        endpoint.start(sidecar.store, sidecar.alerts, lock=sidecar.lock)
+              f"{time.perf_counter() - started:.2f} s (sidecar {where})")
         next_step = [args.steps + 1]
         ingest: List[float] = []
 
         def one_more_step() -> None:
-            """Every rank moves on by one step and the sidecar ingests it (not timed: in
-            production the sidecar is another process)."""
+            """Every rank moves on by one step and the sidecar ingests it (not timed)."""
+            t = time.perf_counter()
             for rank in range(args.ranks):
                 append_steps(run_dir, "bench", rank, next_step[0], 1)
+            sidecar.caught_up(next_step[0])
             next_step[0] += 1
-            t = time.perf_counter()
-            while sidecar.poll_once():
-                pass
             ingest.append(time.perf_counter() - t)
 
         medians = []
@@ -140,13 +235,13 @@ def main() -> int:
             http = HttpSource(f"http://127.0.0.1:{port}")
             for size in ((80, 24), (200, 60)):
                 samples = asyncio.run(timed_refreshes(http, size, args.refreshes, one_more_step,
-                                                      charts=False))
+                                                      charts=False, server_cpu=sidecar.cpu))
                 medians.append(report(f"HTTP overview {size[0]}x{size[1]}", samples))
             samples = asyncio.run(timed_refreshes(http, (120, 40), args.refreshes, one_more_step,
-                                                  charts=True))
+                                                  charts=True, server_cpu=sidecar.cpu))
             medians.append(report("HTTP charts (worst rank) 120x40", samples))
         finally:
-            endpoint.stop()
+            sidecar.stop()
         print(f"(sidecar ingest + rules of one new step on every rank, between refreshes: "
               f"median {1000 * statistics.median(ingest):.0f} ms)")
         embedded = EmbeddedSource(run_dir)

@@ -280,3 +280,21 @@ async def test_1024_ranks_render_and_the_cursor_reaches_the_last_one():
         await pilot.press("w")
         await pilot.pause()
         assert table.cursor_rank == 5 and int(table.scroll_offset.y) <= 5
+
+
+async def test_sparklines_are_fetched_only_while_the_rank_table_shows_and_again_on_return():
+    source = FixedSource(lambda request: snapshot(charts=(5,) if request.charts else None))
+    app = DoctorApp(source, refresh_s=3600, poll=True)      # fetches on start and on switches
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        assert source.requests[-1].spark_signal == "loss"
+        asked = len(source.requests)
+        await pilot.press("2")
+        await app.workers.wait_for_complete()
+        assert app.pane == "charts" and len(source.requests) > asked
+        assert source.requests[-1].charts and source.requests[-1].spark_signal is None
+        asked = len(source.requests)
+        await pilot.press("1")
+        await app.workers.wait_for_complete()
+        assert app.pane == "overview" and len(source.requests) > asked
+        assert source.requests[-1].spark_signal == "loss"

@@ -14,6 +14,10 @@ from pathlib import Path
 from typing import Dict, List
 
 CAUSES = ("startup", "data_wait", "checkpoint", "hang", "downtime", "redone", "evaluation")
+#: msdoctor's hung step (``msdoctor.core.goodput``): over this many times the median step...
+HANG_FACTOR = 10.0
+#: ...and this many seconds more
+HANG_MIN_S = 1.0
 TIMED = {"save": "checkpoint", "load": "checkpoint", "eval": "evaluation", "hang": "hang"}
 
 
@@ -37,9 +41,10 @@ def badput(run_dir: Path) -> Dict[str, float]:
 
     - data_wait: from a step's end to the next step's begin within one pass (the fetch);
     - checkpoint, evaluation: the seconds the saver, loader, evaluator timed;
-    - hang: the seconds the hang timed, plus the rest of the hung step's excess over the median
-      step (its fetch and its compute): msdoctor's definition, a hung step's excess, on the
-      trainer's clocks;
+    - hang: msdoctor's definition on the trainer's clocks: a step whose whole span (its fetch,
+      its compute and what the hang slept) is over HANG_FACTOR times the median span and
+      HANG_MIN_S more counts its excess over the median span; the injected hang is one such
+      step, and on a loaded machine a step that merely took that long is another;
     - startup: from a launch, or a rollback's restart within the process, to the first step's
       begin, less the checkpoint loads in between, plus that first step's excess over the
       median step (compilation);
@@ -53,7 +58,7 @@ def badput(run_dir: Path) -> Dict[str, float]:
     firsts: List[float] = []
     extra: Dict[int, float] = {}
     stalls: Dict[int, float] = {}          # step -> the seconds its hang timed
-    hung: List[float] = []                 # each hung step's fetch + compute
+    whole: List[tuple] = []                # each later step's (fetch, compute + what it slept)
     opened = loaded = None                 # a (re)start whose first step has not begun
     prev_end = prev_step = crashed = begun = None
     first = False
@@ -67,7 +72,8 @@ def badput(run_dir: Path) -> Dict[str, float]:
         elif kind == "crash":
             crashed = t
         elif kind in TIMED:
-            out[TIMED[kind]] += r["s"]
+            if kind != "hang":                  # a hang counts with its step (below)
+                out[TIMED[kind]] += r["s"]
             if kind == "load":
                 loaded = (loaded or 0.0) + r["s"]
             else:
@@ -92,15 +98,22 @@ def badput(run_dir: Path) -> Dict[str, float]:
             step = r["step"]
             work = t - begun - extra.pop(step, 0.0)
             done[step] = work
-            if stalls.pop(step, None) is not None and not first:
-                hung.append(fetched + work)
-            else:
+            if first:
                 out["data_wait"] += fetched
-                (firsts if first else spans).append(work)
+                firsts.append(work)
+            else:
+                spans.append(work)
+                whole.append((fetched, work + stalls.get(step, 0.0)))
+            stalls.pop(step, None)
             first, prev_end, prev_step, begun = False, t, step, None
     typical = statistics.median(spans)
     out["startup"] += sum(max(0.0, span - typical) for span in firsts)
-    out["hang"] += sum(max(0.0, span - typical) for span in hung)
+    step = statistics.median(f + w for f, w in whole)
+    for fetched, busy in whole:
+        if fetched + busy > max(HANG_FACTOR * step, step + HANG_MIN_S):
+            out["hang"] += fetched + busy - step
+        else:
+            out["data_wait"] += fetched
     return out
 
 
