@@ -106,7 +106,21 @@ def test_values_of_every_magnitude_are_formatted_as_prometheus_client_formats_th
     rng = np.random.default_rng(7)
     values = [float(v) for v in rng.standard_normal(4000) * 10.0 ** rng.integers(-12, 24, 4000)]
     values += [1e6, 999999.9999, 1e16, 1e22, 123456789.0, 20, -1e6, 5e-324, 1.7976931348623157e308]
+    values += [1e-4, -1e-4, 9.999999999999999e-05, 0.00010000000000000002, 999999.9999999999,
+               -999999.9999999999, -0.0, 0.1, 1 / 3, 2.0 ** 52, 2.0 ** 53 + 2, 0.30000000000000004]
+    values += [float(v) for v in 10.0 ** rng.uniform(-4, 6, 20000) * rng.choice([-1, 1], 20000)]
     assert format_values(values) == [floatToGoString(v) for v in values]
+
+
+def test_values_are_formatted_the_same_without_orjson(monkeypatch):
+    import msdoctor.exporter.exposition as exposition
+
+    rng = np.random.default_rng(8)
+    values = [float(v) for v in rng.standard_normal(3000) * 10.0 ** rng.integers(-8, 20, 3000)]
+    values += [float("nan"), float("inf"), -0.0, 0.0, 1e-4, 1e6]
+    fast = format_values(values)
+    monkeypatch.setattr(exposition, "_orjson", None)
+    assert format_values(values) == fast
 
 
 def test_every_family_in_the_name_table_is_exposed_with_help_and_type(sidecar):
