@@ -154,6 +154,9 @@ class _Handler(BaseHTTPRequestHandler):
                            b"msdoctor sidecar: /metrics (Prometheus), /api/v1/ (JSON)\n")
             else:
                 self._send(404, "application/json", _json({"error": f"no such path {path!r}"}))
+        except ConnectionError:      # the client hung up before its answer was written:
+            self.close_connection = True            # nothing to answer, nothing went wrong
+            log.debug("the client of %s went away before its answer", self.path)
         except Exception as exc:  # noqa: BLE001 - a request must never take the sidecar down
             log.exception("error answering %s", self.path)
             self._send(500, "application/json",

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
+import socket
+import struct
+import threading
+import time
 from urllib.parse import urlsplit
 
 import pytest
@@ -148,3 +153,30 @@ def test_the_serve_command_refuses_a_remote_listen_without_the_flag(tmp_path, ca
     assert main(["serve", "--run-dir", str(tmp_path), "--listen", "0.0.0.0:9", "--poll",
                  "0.1"]) == 2
     assert "--allow-remote" in capsys.readouterr().err
+
+
+def test_a_client_that_hangs_up_before_its_answer_is_neither_an_error_nor_a_traceback(
+        store, tmp_path, caplog, capfd):
+    lock = threading.Lock()
+    srv = SidecarServer(StoreCollector(store), Api(Context(store, run_dir=str(tmp_path))),
+                        listen="127.0.0.1:0", lock=lock).start()
+    try:
+        with caplog.at_level(logging.DEBUG, logger="msdoctor.http"):
+            with lock:                          # the answer waits for the sidecar's lock...
+                client = socket.create_connection(srv.address, timeout=10)
+                client.sendall(b"GET /api/v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                time.sleep(0.2)                 # ...while the request is being answered
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                client.close()                  # and the client resets the connection
+                time.sleep(0.2)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not any(
+                    "went away" in r.getMessage() for r in caplog.records):
+                time.sleep(0.05)
+        assert any("went away" in r.getMessage() for r in caplog.records)
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert "Traceback" not in capfd.readouterr().err
+        status, _, _ = request(srv.url + "/api/v1/runs")     # and the server answers on
+        assert status == 200
+    finally:
+        srv.stop()
