@@ -41,6 +41,12 @@ def http_get(url: str, timeout: float = 5.0) -> bytes:
         return response.read()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def wait_until(check: Callable[[], Any], timeout: float, interval: float = 0.2,
                what: str = "condition") -> Any:
     """Call ``check`` until it returns something truthy; fail after ``timeout`` seconds."""

@@ -29,7 +29,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from trainer_hooks.emitter import Emitter  # noqa: E402
 from trainer_hooks.wire import make  # noqa: E402
 
-from servers import sidecar  # noqa: E402
+from servers import cpu_seconds, sidecar  # noqa: E402
 
 
 def train(run_dir: Path, rank: int, ranks: int, steps: int, rate: float, flush_s: float,
@@ -51,12 +51,6 @@ def train(run_dir: Path, rank: int, ranks: int, steps: int, rate: float, flush_s
         if nan:
             sent[(rank, step)] = now
     emitter.close()
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(args: argparse.Namespace, reference: bool, cpu: List[float]) -> List[float]:

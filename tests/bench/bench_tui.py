@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,7 +43,7 @@ from msdoctor.http.wiring import Endpoint  # noqa: E402
 from msdoctor.tui.app import DoctorApp  # noqa: E402
 from msdoctor.tui.source import EmbeddedSource, FixedSource, HttpSource, Source  # noqa: E402
 
-from servers import free_port, http_get  # noqa: E402
+from servers import Server, cpu_seconds, free_port, http_get, sidecar, wait_until  # noqa: E402
 from spool_factory import STEP_TIME, append_steps, write_run  # noqa: E402
 
 TARGET_MS = 100.0
@@ -109,9 +108,11 @@ def report(name: str, samples: List[Tuple[float, float, float, float]]) -> float
 class InProcess:
     """The sidecar in this process (the harness of earlier versions)."""
 
-    def __init__(self, run_dir: Path, port: int) -> None:
+    def __init__(self, run_dir: Path) -> None:
         self.sidecar = Pipeline(run_dir, rules=load_rules([default_rules_dir()]), journal=True,
                                 persist=False, poll_interval=0.05)
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
         self.endpoint = Endpoint(run_dir, listen=f"127.0.0.1:{port}")
 
     def start(self, steps: int) -> None:
@@ -130,36 +131,40 @@ class InProcess:
         return 0.0                          # counted in this process's CPU already
 
 
+#: ``msdoctor serve`` as shipped (poll 0.5 s), without the timers a bench need not pay for
+SERVE_OPTIONS = ("--poll", "0.5", "--snapshot-every", "3600", "--progress-every", "3600",
+                 "--log-level", "ERROR")
+
+
 class Served:
     """``msdoctor serve`` in its own process: the sidecar the TUI talks to in production."""
 
-    def __init__(self, run_dir: Path, port: int) -> None:
-        self.url = f"http://127.0.0.1:{port}/api/v1/runs/bench/overview?signal=loss"
-        self.log = open(run_dir.parent / "serve.log", "wb")
-        self.proc: Optional[subprocess.Popen] = None
-        self.cmd = [sys.executable, "-m", "msdoctor", "serve", str(run_dir), "--listen",
-                    f"127.0.0.1:{port}", "--snapshot-every", "3600",
-                    "--progress-every", "3600", "--log-level", "ERROR"]
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.stack = contextlib.ExitStack()
+        self.server: Optional[Server] = None
+        self.url = ""
 
     def start(self, steps: int) -> None:
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
-        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=self.log, env=env)
+        self.server = self.stack.enter_context(
+            sidecar(self.run_dir, self.run_dir.parent, SERVE_OPTIONS))
+        self.url = self.server.url
         self.caught_up(steps, timeout=600.0)
 
     def caught_up(self, step: int, timeout: float = 120.0) -> None:
-        """Wait until every rank's last step is ``step`` in the sidecar's answers."""
+        """Wait until every rank's last step is ``step`` in the sidecar's answers, then until
+        the sidecar is idle."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc is not None and self.proc.poll() is None, "msdoctor serve ended"
-            try:
-                steps = json.loads(http_get(self.url)).get("last_step") or []
-            except OSError:
-                steps = []
-            if steps and min(s if s is not None else -1 for s in steps) >= step:
-                self.idle(deadline)
-                return
-            time.sleep(0.01)
-        raise TimeoutError(f"the sidecar did not reach step {step} in {timeout:.0f} s")
+        overview = f"{self.url}/api/v1/runs/bench/overview?signal=loss"
+
+        def reached() -> bool:
+            assert self.server is not None and self.server.proc.poll() is None, \
+                f"msdoctor serve ended:\n{self.server and self.server.log()}"
+            steps = json.loads(http_get(overview)).get("last_step") or []
+            return bool(steps) and min(s if s is not None else -1 for s in steps) >= step
+
+        wait_until(reached, timeout, interval=0.01, what=f"the sidecar at step {step}")
+        self.idle(deadline)
 
     def idle(self, deadline: float) -> None:
         """Wait until the sidecar has done the rest of its poll (the consumers, the tick of
@@ -175,18 +180,11 @@ class Served:
 
     def cpu(self) -> float:
         """The sidecar process's CPU seconds so far (user + system)."""
-        assert self.proc is not None
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        assert self.server is not None
+        return cpu_seconds(self.server.proc.pid)
 
     def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self.log.close()
+        self.stack.close()
 
 
 def main() -> int:
@@ -210,12 +208,11 @@ def main() -> int:
         t0 = time.time() - args.steps * STEP_TIME
         write_run(run_dir, run="bench", ranks=range(args.ranks), steps=args.steps, t0=t0,
                   nan_at=args.steps - 5, slow_rank=7)
-        port = free_port()
-        sidecar: 'InProcess | Served' = InProcess(run_dir, port) if args.in_process \
-            else Served(run_dir, port)
+        harness: 'InProcess | Served' = InProcess(run_dir) if args.in_process \
+            else Served(run_dir)
         where = "in this process" if args.in_process else "in its own process (msdoctor serve)"
         started = time.perf_counter()
-        sidecar.start(args.steps)
+        harness.start(args.steps)
         print(f"{args.ranks} ranks x {args.steps} steps ingested with the rules in "
               f"{time.perf_counter() - started:.2f} s (sidecar {where})")
         next_step = [args.steps + 1]
@@ -226,22 +223,22 @@ def main() -> int:
             t = time.perf_counter()
             for rank in range(args.ranks):
                 append_steps(run_dir, "bench", rank, next_step[0], 1)
-            sidecar.caught_up(next_step[0])
+            harness.caught_up(next_step[0])
             next_step[0] += 1
             ingest.append(time.perf_counter() - t)
 
         medians = []
         try:
-            http = HttpSource(f"http://127.0.0.1:{port}")
+            http = HttpSource(harness.url)
             for size in ((80, 24), (200, 60)):
                 samples = asyncio.run(timed_refreshes(http, size, args.refreshes, one_more_step,
-                                                      charts=False, server_cpu=sidecar.cpu))
+                                                      charts=False, server_cpu=harness.cpu))
                 medians.append(report(f"HTTP overview {size[0]}x{size[1]}", samples))
             samples = asyncio.run(timed_refreshes(http, (120, 40), args.refreshes, one_more_step,
-                                                  charts=True, server_cpu=sidecar.cpu))
+                                                  charts=True, server_cpu=harness.cpu))
             medians.append(report("HTTP charts (worst rank) 120x40", samples))
         finally:
-            sidecar.stop()
+            harness.stop()
         print(f"(sidecar ingest + rules of one new step on every rank, between refreshes: "
               f"median {1000 * statistics.median(ingest):.0f} ms)")
         embedded = EmbeddedSource(run_dir)
