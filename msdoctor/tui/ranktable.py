@@ -25,6 +25,8 @@ from msdoctor.tui.rankfilter import RankFilter, parse
 STALE_STYLE = Style(color="grey50")        # a stale rank's values are no longer current
 HEALTH_STYLE = {"bad": "bold red", "warn": "bold yellow", "stale": "magenta", "ok": "green",
                 "done": "blue"}
+BOLD_RED = Style(bold=True, color="red")
+_PLAIN = frozenset(("rank", "step"))    # cells never coloured by their value or staleness
 
 
 class RankTable(ScrollView, can_focus=True):
@@ -78,6 +80,7 @@ class RankTable(ScrollView, can_focus=True):
         #: the column layout or the styles change, so a refresh draws each visible line once
         self._lines: Dict[Tuple[int, bool], Strip] = {}
         self._base: Optional[Style] = None
+        self._palettes: Dict[bool, Dict[str, Style]] = {}
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
@@ -87,6 +90,7 @@ class RankTable(ScrollView, can_focus=True):
         """Drop the drawn lines and the base style (new data, layout or styles)."""
         self._lines.clear()
         self._base = None
+        self._palettes.clear()
 
     def _fit(self, width: int) -> None:
         """Lay the columns out for ``width`` cells (the ALERTS column takes what is left)."""
@@ -182,30 +186,48 @@ class RankTable(ScrollView, can_focus=True):
                                     else base))
         return Strip(segments, self._width)
 
+    def _palette(self, cursor: bool) -> Dict[str, Style]:
+        """The styles a row's cells take, on the row's base (with or without the cursor):
+        combined once per refresh, not once per cell."""
+        palette = self._palettes.get(cursor)
+        if palette is None:
+            base = (self._base or self.rich_style) + (
+                self.get_component_rich_style("rank-table--cursor") if cursor else Style())
+            red = base + BOLD_RED
+            palette = {"": base, "stale": base + STALE_STYLE, "nonfinite": red, "critical": red,
+                       "alerts": base + Style(color="yellow"), "spark": base + Style(color="red")}
+            for health, text in HEALTH_STYLE.items():
+                palette["health:" + health] = base + Style.parse(text)
+            self._palettes[cursor] = palette
+        return palette
+
     def _row(self, row: RankRow, cursor: bool) -> Strip:
         """One rank's line: one segment per run of cells of the same style (most cells share
         the row's style, and every segment costs the compositor work on every frame)."""
-        base = (self._base or self.rich_style) + (self.get_component_rich_style("rank-table--cursor")
-                                  if cursor else Style())
+        palette = self._palette(cursor)
+        base = palette[""]
+        values = row.values
         segments: List[Segment] = []
         texts: List[str] = []
         run_style = base
         for c, width in self.shown:
+            key = c.key
             text = c.cell(row, width)
             style = base
-            if c.key == "health":
-                style = base + Style.parse(HEALTH_STYLE.get(row.health, ""))
-            elif c.key == "alerts" and row.alerts:
-                style = base + Style.parse("bold red" if row.critical else "yellow")
-            elif c.key == "spark" and "×" in text:
-                style = base + Style(color="red")
-            elif c.key not in ("rank", "step", "spark", "alerts"):
-                value = row.get(c.key)
-                if nonfinite(value):
-                    style = base + Style.parse("bold red")
+            if key == "health":
+                style = palette.get("health:" + row.health, base)
+            elif key == "alerts":
+                if row.alerts:
+                    style = palette["critical" if row.critical else "alerts"]
+            elif key == "spark":
+                if "×" in text:
+                    style = palette["spark"]
+            elif key not in _PLAIN:
+                if nonfinite(values.get(key)):
+                    style = palette["nonfinite"]
                 elif row.stale:
-                    style = base + STALE_STYLE
-            if style != run_style and texts:
+                    style = palette["stale"]
+            if style is not run_style and texts:
                 segments.append(Segment("".join(texts), run_style))
                 texts = []
             run_style = style

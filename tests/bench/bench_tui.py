@@ -242,16 +242,22 @@ def main() -> int:
         print(f"(sidecar ingest + rules of one new step on every rank, between refreshes: "
               f"median {1000 * statistics.median(ingest):.0f} ms)")
         embedded = EmbeddedSource(run_dir)
+        started = time.perf_counter()
         embedded.fetch()                      # the first read ingests the whole spool
+        print(f"embedded source's first read (the whole spool, with the rules): "
+              f"{time.perf_counter() - started:.2f} s")
         embedded.catch_up_s = 60.0
-        samples = asyncio.run(timed_refreshes(embedded, (80, 24), max(3, args.refreshes // 4),
-                                              lambda: None, charts=False))
-        report("embedded --run-dir overview 80x24 (no new steps)", samples)
-    worst = max(medians)
-    verdict = "OK" if worst <= TARGET_MS else "OVER TARGET"
+        embedded_medians = []
+        for size in ((80, 24), (200, 60)):
+            samples = asyncio.run(timed_refreshes(embedded, size, max(3, args.refreshes // 4),
+                                                  lambda: None, charts=False))
+            embedded_medians.append(report(f"embedded --run-dir overview {size[0]}x{size[1]} "
+                                           "(no new steps)", samples))
     load = os.getloadavg()[0] / (os.cpu_count() or 1)
-    print(f"slowest HTTP refresh (median wall): {worst:.1f} ms; target <= {TARGET_MS:.0f} ms: "
-          f"{verdict} (load average per core during the run: {load:.1f})")
+    for what, worst in (("HTTP", max(medians)), ("embedded", max(embedded_medians))):
+        verdict = "OK" if worst <= TARGET_MS else "OVER TARGET"
+        print(f"slowest {what} refresh (median wall): {worst:.1f} ms; target <= "
+              f"{TARGET_MS:.0f} ms: {verdict} (load average per core during the run: {load:.1f})")
     return 0
 
 
