@@ -29,11 +29,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
-from msdoctor.core import snapshot
+from msdoctor.core import pauses, snapshot
 from msdoctor.core.alerts.active import ActiveAlerts, AlertListener
 from msdoctor.core.alerts.feed import JournalReader
 from msdoctor.core.batch import StepBatch
-from msdoctor.core.clock import RankTimes, RecordClock, WallClock, latest_time, split_at_gaps
+from msdoctor.core.clock import RankTimes, RecordClock, WallClock, latest_time
 from msdoctor.core.consumers import Consumer
 from msdoctor.core.engine.relabel import relabel
 from msdoctor.core.limits import MAX_RUNS, RunLimit
@@ -291,71 +291,43 @@ class Pipeline:
     def _feed(self, run: str, rank: int, others: List[Dict[str, Any]],
               batch: Optional[StepBatch]) -> None:
         """Evaluate one item; a pause inside the rank's record ticks that rank's clock in
-        between (unless it was ticked past that time already). A ``run_end`` among ``others``
-        goes with the last part (the rank was running during its pauses), the rest with the
-        first."""
-        parts = self._parts(run, rank, others, batch)
+        between (:mod:`msdoctor.core.pauses`)."""
+        self._note(others, latest_time(batch))
+        parts = pauses.parts_of(self.times, run, rank, batch)
         if parts is None:
             self.engine.process(run, rank, others, batch)
         else:
-            self._feed_parts(run, rank, others, parts)
+            pauses.feed_parts(self.engine, self.times, run, rank, others, parts)
         self._noted(run, rank, batch)
-
-    def _parts(self, run: str, rank: int, others: List[Dict[str, Any]],
-               batch: Optional[StepBatch]) -> Optional[List[Tuple[Optional[StepBatch], Any]]]:
-        """How one item is evaluated: None for in one piece (no pause inside it), else its
-        parts between pauses, each with the ticks that follow it."""
-        t_max = latest_time(batch)
-        self._note(others, t_max)
-        before, step_before = self.times.before(run, rank)
-        if (batch is None or not len(batch) or not math.isfinite(before) and len(batch) < 2
-                or self.times.last_tick(run, rank) >= t_max):
-            # nothing to cut: no pause inside, or the rank was ticked past all of it already
-            # (live, the wall clock runs ahead of the records), so no tick falls in between
-            return None
-        parts = split_at_gaps(batch, before, step_before)
-        if len(parts) == 1 and parts[0][0] is batch and not len(parts[0][1]):
-            return None
-        return parts
 
     def _noted(self, run: str, rank: int, batch: Optional[StepBatch]) -> None:
         if batch is not None and len(batch):
             self.times.note(run, rank, batch, latest_time(batch))
 
-    def _feed_parts(self, run: str, rank: int, others: List[Dict[str, Any]],
-                    parts: List[Tuple[Optional[StepBatch], Any]]) -> None:
-        engine = self.engine
-        ends = [e for e in others if e.get("type") == "run_end"]
-        first = [e for e in others if e.get("type") != "run_end"]
-        for k, (part, ticks) in enumerate(parts):
-            events = first if k == 0 else []
-            if k == len(parts) - 1:
-                events = events + ends
-            if part is not None or events:
-                engine.process(run, rank, events, part)
-            for now in ticks.tolist():
-                if now > self.times.last_tick(run, rank):
-                    engine.tick_rank(run, rank, now)
-                    self.times.tick(run, rank, now)
-
     def _feed_many(self, chunks: List[Chunk]) -> None:
         """:meth:`_feed` for the chunks of one poll: those without a pause inside, or whose
         only pause came before them (ticked first), go to the engine together
-        (``process_many``); the others one by one."""
+        (``process_many``); the ranks with pauses inside part by part, all ranks' k-th
+        parts together (``pauses.feed_rounds``)."""
         together = []
+        split = []
         for chunk in chunks:
             run, rank, others, batch = chunk.run, chunk.rank, chunk.others, chunk.steps
-            parts = self._parts(run, rank, others, batch)
+            self._note(others, latest_time(batch))
+            parts = pauses.parts_of(self.times, run, rank, batch)
             if parts is None:
                 together.append((run, rank, others, batch))
             elif len(parts) == 2 and parts[0][0] is None and batch is not None \
                     and parts[1][0] is not None and len(parts[1][0]) == len(batch):
                 ends = [e for e in others if e.get("type") == "run_end"]   # with the steps
-                self._feed_parts(run, rank, [e for e in others if e not in ends], parts[:1])
+                pauses.feed_parts(self.engine, self.times, run, rank,
+                                  [e for e in others if e not in ends], parts[:1])
                 together.append((run, rank, ends, batch))
             else:
-                self._feed_parts(run, rank, others, parts)
+                split.append((run, rank, others, parts))
             self._noted(run, rank, batch)
+        if split:
+            pauses.feed_rounds(self.engine, self.times, split)
         self.engine.process_many(together)
 
     # -- time ---------------------------------------------------------------

@@ -35,9 +35,12 @@ Sink = Callable[[Alert], None]
 #: A rule's value and named values at the row being emitted.
 ValuesAt = Callable[[CompiledRule], Tuple[float, Dict[str, float]]]
 STATE_VERSION = 1
-#: Batches up to this many rows are evaluated together with other ranks' (a live poll);
-#: longer ones (a backlog, replay) rank by rank, where the per-operator cost is amortised.
-MANY_ROWS = 64
+#: Batches up to this many rows are evaluated together with other ranks' (a live poll, a
+#: first read of many ranks); longer ones rank by rank, where the per-operator cost is
+#: amortised. A group is evaluated once it holds GROUP_ROWS rows: every operator's values
+#: over the group's rows are held at once (~5 KB a row with the shipped rules).
+MANY_ROWS = 4096
+GROUP_ROWS = 8192
 
 
 class Engine:
@@ -107,9 +110,10 @@ class Engine:
     def process_many(self, items: Sequence[Tuple[str, int, List[Dict[str, Any]],
                                                  Optional[StepBatch]]]) -> List[Alert]:
         """:meth:`process` for several ``(run, rank, events, steps)`` at once (one poll):
-        the short batches that continue their rank's stream are evaluated together
-        (:mod:`.ranks`), the others one by one; the same transitions and states as
-        processing the items in order, rank after rank."""
+        the batches of up to ``MANY_ROWS`` rows that continue their rank's stream are
+        evaluated together (:mod:`.ranks`), ``GROUP_ROWS`` rows at a time, the others one by
+        one; the same transitions and states as processing the items in order, rank after
+        rank."""
         from msdoctor.core.engine.ranks import evaluate_ranks, joinable
         out: List[Alert] = []
         ctxs: List[RankContext] = []
@@ -129,10 +133,13 @@ class Engine:
             ends.clear()
             pending.clear()
 
+        rows = 0
         for run, rank, events, steps in items:
             ctx = self.runs[run].ranks.get(rank) if run in self.runs else None
-            if ctx is not None and id(ctx) in pending:
+            if ctx is not None and id(ctx) in pending or steps is not None \
+                    and rows + len(steps) > GROUP_ROWS:
                 flush()                                 # a rank's batches stay in order
+                rows = 0
             if ctx is None and steps is not None and 0 < len(steps) <= MANY_ROWS:
                 ctx = self.rank_context(run, rank)      # a new rank joins the others
             if ctx is None or steps is None or len(steps) > MANY_ROWS or not joinable(ctx, steps):
@@ -143,6 +150,7 @@ class Engine:
             pending.add(id(ctx))
             ctxs.append(ctx)
             batches.append(steps)
+            rows += len(steps)
         flush()
         return out
 
@@ -195,13 +203,19 @@ class Engine:
             return []
         return tick_one(self, ctx, float(now))
 
-    def tick_ranks(self, run: str, ranks: Sequence[int], now: float) -> List[Alert]:
-        """:meth:`tick_rank` for ``ranks`` of ``run``, in order, evaluated together."""
+    def tick_ranks(self, run: str, ranks: Sequence[int],
+                   now: "float | Sequence[float]") -> List[Alert]:
+        """:meth:`tick_rank` for ``ranks`` of ``run``, in order, evaluated together; ``now``
+        is one instant, or one per rank."""
         rc = self.runs.get(run)
         if rc is None:
             return []
-        ctxs = [c for c in (rc.ranks.get(rank) for rank in ranks) if c is not None]
-        return tick_run(self, ctxs, float(now))
+        if isinstance(now, (int, float)):
+            ctxs = [c for c in (rc.ranks.get(rank) for rank in ranks) if c is not None]
+            return tick_run(self, ctxs, float(now))
+        pairs = [(c, float(n)) for c, n in zip((rc.ranks.get(rank) for rank in ranks), now)
+                 if c is not None]
+        return tick_run(self, [c for c, _ in pairs], [n for _, n in pairs])
 
     # -- evaluation -------------------------------------------------------
     def _times(self, ctx: RankContext, t: np.ndarray) -> np.ndarray:

@@ -65,22 +65,24 @@ def _judge(engine: Any, ctx: RankContext, now: float, frame: Frame, failed: Dict
     return out
 
 
-def tick_run(engine: Any, ctxs: Sequence[RankContext], now: float) -> List[Alert]:
+def tick_run(engine: Any, ctxs: Sequence[RankContext], now: "float | Sequence[float]"
+             ) -> List[Alert]:
     """:func:`tick_one` for ``ctxs`` (ranks of one run), in their order, with each ticked
-    operator evaluated once for all of them."""
+    operator evaluated once for all of them; ``now`` is one instant for all, or one per rank
+    (a first read ticks each rank through its own pauses)."""
+    t = np.broadcast_to(np.asarray(now, dtype=np.float64), (len(ctxs),)).copy()
     if len(ctxs) < 2 or not engine._tick_rules:
-        return [a for ctx in ctxs for a in tick_one(engine, ctx, now)]
+        return [a for r, ctx in enumerate(ctxs) for a in tick_one(engine, ctx, float(t[r]))]
     steps = np.array([0 if c.last_step is None else c.last_step for c in ctxs], dtype=np.int64)
     fsteps = steps.astype(np.float64)
-    t = np.full(len(ctxs), float(now))
 
     def frame_of(r: int) -> Frame:
-        return Frame(steps[r:r + 1], fsteps[r:r + 1], t[r:r + 1], None, ctxs[r], now=now)
+        return Frame(steps[r:r + 1], fsteps[r:r + 1], t[r:r + 1], None, ctxs[r], now=float(t[r]))
 
-    whole = Frame(steps, fsteps, t, None, ctxs[0], now=now)      # a row per rank
+    whole = Frame(steps, fsteps, t, None, ctxs[0], now=float(t[0]))     # a row per rank
     fresh = _evaluate(engine, ctxs, whole, frame_of(0))
     if fresh is None:                # an operator raised, or is of no kind known here
-        return [a for ctx in ctxs for a in tick_one(engine, ctx, now)]
+        return [a for r, ctx in enumerate(ctxs) for a in tick_one(engine, ctx, float(t[r]))]
     need = np.zeros(len(ctxs), dtype=bool)       # a condition holds: the lifecycle moves
     for cr in engine._tick_rules:
         i = cr.condition
@@ -90,14 +92,14 @@ def tick_run(engine: Any, ctxs: Sequence[RankContext], now: float) -> List[Alert
     for r, ctx in enumerate(ctxs):
         if run_over(ctx.run):
             break                    # every rank of this run: the run it belongs to is over
-        last = ctx.last
+        last, now_r = ctx.last, float(t[r])
         if need[r] or any((st := ctx.alerts.get(n)) is not None and st.state != INACTIVE
                           for n in names):
-            out.extend(_judge(engine, ctx, now, frame_of(r), {},
+            out.extend(_judge(engine, ctx, now_r, frame_of(r), {},
                               lambda i, r=r, last=last: float(fresh[i][r]) if i in fresh
                               else last[i]))
-        if note_gone(ctx, now) and run_over(ctx.run):
-            out.extend(end_run(engine, ctx.run, now))
+        if note_gone(ctx, now_r) and run_over(ctx.run):
+            out.extend(end_run(engine, ctx.run, now_r))
     return out
 
 
@@ -118,7 +120,7 @@ def _evaluate(engine: Any, ctxs: Sequence[RankContext], frame: Frame,
                     for a in program.args[i]]
             try:
                 if isinstance(node, Clock):
-                    values = _clock(node.name, ctxs, float(frame.t[0]))
+                    values = _clock(node.name, ctxs, frame.t)
                 elif isinstance(node, RunFact):     # one run: the same fact for every rank
                     values = np.full(R, float(node.evaluate(first, [], {})[0][0]))
                 elif node.rowwise:
@@ -131,12 +133,14 @@ def _evaluate(engine: Any, ctxs: Sequence[RankContext], frame: Frame,
     return fresh
 
 
-def _clock(name: str, ctxs: Sequence[RankContext], now: float) -> np.ndarray:
-    """:class:`~msdoctor.core.engine.nodes.Clock`'s value on a tick, for each rank."""
+def _clock(name: str, ctxs: Sequence[RankContext], now: np.ndarray) -> np.ndarray:
+    """:class:`~msdoctor.core.engine.nodes.Clock`'s value on a tick, for each rank (``now``:
+    each rank's instant)."""
     if name == "running":
         return np.array([1.0 if c.running else 0.0 for c in ctxs])
     if name == "seconds_since_step":
         since = [c.last_step_t if c.last_step_t is not None else c.first_event_t for c in ctxs]
     else:
         since = [c.last_event_t for c in ctxs]
-    return np.array([math.nan if s is None else now - s for s in since], dtype=np.float64)
+    return np.array([math.nan if s is None else float(n) - s for s, n in zip(since, now)],
+                    dtype=np.float64)

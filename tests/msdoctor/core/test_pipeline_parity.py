@@ -155,3 +155,44 @@ def test_steps_that_follow_a_pause_on_every_rank_are_judged_together_with_the_ve
     assert found == keys(alone.transitions)
     assert ("LossNonFinite", 2, "firing", steps + 1, steps + 1) in found
     assert {k[1] for k in found if k[0] == "JobHung" and k[2] == "firing"} == set(ranks)
+
+
+def test_a_backlog_with_pauses_inside_every_rank_is_judged_round_by_round_as_one_by_one(
+        tmp_path, rules):
+    """A first read of ranks whose records hold pauses of their own lengths (a restart without
+    a snapshot): every rank's k-th part goes to the engine with the others', each rank ticked
+    through its own pause at its own times; the verdict is that of feeding rank after rank."""
+    run_dir, ranks, steps = tmp_path / "paused", range(6), 60
+    t0 = time.time() - 7200.0
+    write_run(run_dir, ranks=ranks, steps=steps, t0=t0, heartbeat=False)
+    for rank in ranks:
+        t = t0 + steps * STEP_TIME + 1000.0 + 100.0 * rank       # a hang of its own length
+        append_steps(run_dir, "run-a", rank, steps + 1, 20, t=t)
+        t += 20 * 0.01 + (1000.0 if rank % 2 == 0 else 5.0)      # the even ranks hang again
+        with rank_file(run_dir, rank).open("ab") as f:
+            for n in range(steps + 21, steps + 41):
+                f.write(encode(step("run-a", rank, n, t + 0.01 * (n - steps - 21),
+                                    loss=math.nan if rank == 4 and n > steps + 30 else None)))
+            if rank == 3:
+                f.write(encode(make("run_end", 3, run="run-a", t=t + 1.0, status="completed")))
+    now = time.time()
+    together = Pipeline(run_dir, rules=rules, persist=False, keep_transitions=True,
+                        clock=lambda: now)
+    alone = Pipeline(run_dir, rules=rules, persist=False, keep_transitions=True,
+                     clock=lambda: now)
+    singles = []
+    tick_rank = together.engine.tick_rank
+    together.engine.tick_rank = lambda *args: singles.append(args[1]) or tick_rank(*args)
+    together.poll_once()
+    for chunk in alone.tailer.poll(alone.poll_bytes):
+        alone.apply(chunk)
+    alone.tick()
+    assert singles == []                                  # no rank was ticked on its own
+    found = keys(together.transitions)
+    assert found == keys(alone.transitions)
+    hung = {(k[1], k[3]) for k in found if k[0] == "JobHung" and k[2] == "firing"}
+    assert {(r, steps) for r in ranks} <= hung                      # the first pauses
+    assert {(r, steps + 20) for r in (0, 2, 4)} <= hung             # the even ranks' second
+    assert not {(r, steps + 20) for r in (1, 3, 5)} & hung
+    assert (3, steps + 40) not in hung                              # rank 3 ended
+    assert ("LossNonFinite", 4, "firing", steps + 31, steps + 31) in found

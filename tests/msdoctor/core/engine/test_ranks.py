@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from msdoctor.core.batch import StepBatch
+from msdoctor.core.engine import evaluator
 from msdoctor.core.engine.context import RankContext, RunContext
 from msdoctor.core.engine.evaluator import Engine
 from msdoctor.core.engine.expr import parse
@@ -152,7 +153,11 @@ def _compare_rank_median(expr, steps, values, plan, got) -> None:
             pos[r] += k
 
 
-def test_a_poll_of_many_ranks_raises_the_same_alerts_as_the_ranks_one_by_one():
+@pytest.mark.parametrize("first, group_rows", [(40, evaluator.GROUP_ROWS), (1500, 4000)],
+                         ids=["live poll", "first read of a backlog, in groups"])
+def test_a_poll_of_many_ranks_raises_the_same_alerts_as_the_ranks_one_by_one(
+        first, group_rows, monkeypatch):
+    monkeypatch.setattr(evaluator, "GROUP_ROWS", group_rows)
     rules = list(load_rules([default_rules_dir()]))
     rng = np.random.default_rng(3)
     alone, together = Engine(rules), Engine(rules)
@@ -161,7 +166,7 @@ def test_a_poll_of_many_ranks_raises_the_same_alerts_as_the_ranks_one_by_one():
     for p in range(30):
         items = []
         for r in range(8):
-            n = 40 if p == 0 else int(rng.choice([0, 1, 1, 2, 7]))
+            n = first + 100 * r if p == 0 else int(rng.choice([0, 1, 1, 2, 7]))
             if not n:
                 continue
             steps = np.arange(pos[r], pos[r] + n, dtype=np.int64)
@@ -184,5 +189,7 @@ def test_a_poll_of_many_ranks_raises_the_same_alerts_as_the_ranks_one_by_one():
     assert sorted(map(key, got_together)) == sorted(map(key, got_alone))
     for r in range(8):
         a, b = alone.runs["run"].ranks[r], together.runs["run"].ranks[r]
-        np.testing.assert_allclose(b.last, a.last, rtol=1e-6, equal_nan=True)
+        # window sums over a long joined batch round differently: a difference of nearly equal
+        # terms (LossPlateau's noise test, ~1e-4 each) may differ by ~1e-12
+        np.testing.assert_allclose(b.last, a.last, rtol=1e-6, atol=1e-9, equal_nan=True)
         assert {k: s.state for k, s in a.alerts.items()} == {k: s.state for k, s in b.alerts.items()}

@@ -80,3 +80,26 @@ def test_a_tick_of_all_ranks_at_once_equals_each_rank_alone_through_hang_gone_an
         a, b = alone.runs["run"].ranks[r], together.runs["run"].ranks[r]
         assert (a.running, a.gone) == (b.running, b.gone)
         assert {k: s.state for k, s in a.alerts.items()} == {k: s.state for k, s in b.alerts.items()}
+
+
+def test_a_tick_of_all_ranks_each_at_its_own_time_equals_each_rank_alone_at_that_time(
+        monkeypatch):
+    rules = list(load_rules([default_rules_dir()]))
+    clocks = Clock(), Clock()
+    alone, together = Engine(rules, clock=clocks[0]), Engine(rules, clock=clocks[1])
+    feed(alone, clocks[0])
+    feed(together, clocks[1])
+    got_alone: List[Alert] = []
+    got_together: List[Alert] = []
+    for now in (50.0, 130.0, 900.0, 1100.0, 5000.0, 500_000.0):
+        nows = [now + 97.0 * r for r in range(RANKS)]
+        for clock in clocks:
+            clock.now = max(nows)
+        for r in range(RANKS):
+            got_alone += alone.tick_rank("run", r, nows[r])
+        with monkeypatch.context() as m:         # the vector path, not the rank-by-rank one
+            m.setattr(ticks, "tick_one", None)
+            got_together += together.tick_ranks("run", list(range(RANKS)), nows)
+    assert {"JobHung"} <= {a.alert for a in got_alone}
+    assert len({a.t for a in got_alone if a.alert == "JobHung"}) > 1     # at their own times
+    assert list(map(key, got_together)) == list(map(key, got_alone))
