@@ -1,7 +1,7 @@
 """A tick of every rank of a run at once raises what ticking the ranks one by one raises."""
 from __future__ import annotations
 
-from typing import List
+from typing import List, Tuple
 
 import numpy as np
 
@@ -49,6 +49,16 @@ def feed(engine: Engine, clock: Clock) -> None:
                                        "t": float(t[-1]), "status": "ok"}])
 
 
+def two_engines() -> Tuple[Engine, Engine, Tuple[Clock, Clock]]:
+    """Two engines with the shipped rules, each fed the eight ranks, each on its own clock."""
+    rules = list(load_rules([default_rules_dir()]))
+    clocks = Clock(), Clock()
+    alone, together = Engine(rules, clock=clocks[0]), Engine(rules, clock=clocks[1])
+    feed(alone, clocks[0])
+    feed(together, clocks[1])
+    return alone, together, clocks
+
+
 def key(a: Alert) -> tuple:
     """Everything a transition says (NaN values as text, so that equal NaNs compare equal)."""
     return (a.alert, a.rank, a.state, a.step, a.first_step, str(a.value), a.t, a.reason,
@@ -57,11 +67,7 @@ def key(a: Alert) -> tuple:
 
 def test_a_tick_of_all_ranks_at_once_equals_each_rank_alone_through_hang_gone_and_run_end(
         monkeypatch):
-    rules = list(load_rules([default_rules_dir()]))
-    clocks = Clock(), Clock()
-    alone, together = Engine(rules, clock=clocks[0]), Engine(rules, clock=clocks[1])
-    feed(alone, clocks[0])
-    feed(together, clocks[1])
+    alone, together, clocks = two_engines()
     got_alone: List[Alert] = []
     got_together: List[Alert] = []
     for now in (50.0, 130.0, 500.0, 1000.0, 1100.0, 5000.0, 50_000.0, 500_000.0):
@@ -84,11 +90,7 @@ def test_a_tick_of_all_ranks_at_once_equals_each_rank_alone_through_hang_gone_an
 
 def test_a_tick_of_all_ranks_each_at_its_own_time_equals_each_rank_alone_at_that_time(
         monkeypatch):
-    rules = list(load_rules([default_rules_dir()]))
-    clocks = Clock(), Clock()
-    alone, together = Engine(rules, clock=clocks[0]), Engine(rules, clock=clocks[1])
-    feed(alone, clocks[0])
-    feed(together, clocks[1])
+    alone, together, clocks = two_engines()
     got_alone: List[Alert] = []
     got_together: List[Alert] = []
     for now in (50.0, 130.0, 900.0, 1100.0, 5000.0, 500_000.0):
