@@ -355,6 +355,38 @@ def regular_period(events: np.ndarray) -> float:
     ok = ((k == 1) | (k == 2)) & (np.abs(d - k * period) <= tol * np.maximum(k, 1))
     if ok.all() and np.count_nonzero(k == 1) >= 2:
         return period
+    return chained_period(events)
+
+
+#: A period among other onsets: the latest onset and CHAIN - 1 before it, each one period
+#: (within CHAIN_TOL steps) before the next.
+CHAIN = 4
+CHAIN_TOL = 2.0
+
+
+def chained_period(events: np.ndarray) -> float:
+    """The period of a chain of ``CHAIN`` onsets ending at the latest of ``events``, each
+    exactly (within ``CHAIN_TOL`` steps) one period after the one before, other onsets
+    between them allowed (heavy-tailed noise spiking among periodic spikes); 0 if none.
+    The shortest such period (tried from the nearest onset back), as the median of the
+    chain's intervals."""
+    count = events.shape[0]
+    if count <= CHAIN:              # all of them in the chain: regular_period has answered
+        return 0.0
+    e = events.astype(np.float64)
+    last = e[-1]
+    for j in range(count - 2, CHAIN - 3, -1):
+        d = last - e[j]
+        if d <= 2 * CHAIN_TOL:
+            continue
+        chain = [last, e[j]]
+        while len(chain) < CHAIN:
+            i = int(np.searchsorted(e, chain[-1] - d - CHAIN_TOL, side="left"))
+            if i >= count or e[i] > chain[-1] - d + CHAIN_TOL:
+                break
+            chain.append(e[i])
+        if len(chain) == CHAIN:
+            return float(np.median(-np.diff(chain)))
     return 0.0
 
 

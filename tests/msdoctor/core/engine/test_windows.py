@@ -303,6 +303,15 @@ def test_regular_period_tolerates_one_missed_spike():
     assert SPIKE_Z == 6.0
 
 
+def test_regular_period_finds_four_exactly_periodic_spikes_among_other_onsets():
+    # periodic spikes at 3848 + 166 k, noise onsets at 4050, 4059 and 4280 between them
+    assert regular_period(np.array([3848, 4014, 4050, 4059, 4180, 4280, 4346])) == 166.0
+    assert regular_period(np.array([3848, 4014, 4050, 4059, 4180, 4280])) == 0.0   # three
+    assert regular_period(np.array([3848, 4014, 4050, 4059, 4181, 4280, 4346])) == 166.0
+    assert regular_period(np.array([3848, 4014, 4050, 4059, 4184, 4280, 4346])) == 0.0
+    assert regular_period(np.array([501, 611, 1001, 1091, 1801])) == 0.0
+
+
 def test_a_step_number_going_backwards_restarts_the_windows():
     steps = [1, 2, 3, 4, 2, 3]
     loss = [1.0, 2.0, 3.0, 4.0, 10.0, 20.0]
