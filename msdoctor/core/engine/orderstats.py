@@ -359,9 +359,11 @@ def regular_period(events: np.ndarray) -> float:
 
 
 #: A period among other onsets: the latest onset and CHAIN - 1 before it, each one period
-#: (within CHAIN_TOL steps) before the next.
+#: (within CHAIN_TOL steps) before the next, the other onsets in their span too sparse to have
+#: made the chain by chance (each lands in a slot of the chain less than CHAIN_CHANCE of the time).
 CHAIN = 4
 CHAIN_TOL = 2.0
+CHAIN_CHANCE = 0.1
 
 
 def chained_period(events: np.ndarray) -> float:
@@ -385,9 +387,19 @@ def chained_period(events: np.ndarray) -> float:
             if i >= count or e[i] > chain[-1] - d + CHAIN_TOL:
                 break
             chain.append(e[i])
-        if len(chain) == CHAIN:
+        if len(chain) == CHAIN and _by_design(e, chain):
             return float(np.median(-np.diff(chain)))
     return 0.0
+
+
+def _by_design(e: np.ndarray, chain: List[float]) -> bool:
+    """Whether the other onsets in the chain's span are too few to have made it by chance:
+    they land in one of the chain's slots (2 CHAIN_TOL + 1 steps, or the closest two onsets'
+    distance in a sparse log) less than CHAIN_CHANCE of the time each."""
+    first = int(np.searchsorted(e, chain[-1], side="left"))
+    others = e.shape[0] - first - CHAIN
+    slot = max(2 * CHAIN_TOL + 1, float(np.min(np.diff(e))))
+    return others * slot <= CHAIN_CHANCE * (chain[0] - chain[-1])
 
 
 class SpikePeriod(Node):

@@ -310,6 +310,9 @@ def test_regular_period_finds_four_exactly_periodic_spikes_among_other_onsets():
     assert regular_period(np.array([3848, 4014, 4050, 4059, 4181, 4280, 4346])) == 166.0
     assert regular_period(np.array([3848, 4014, 4050, 4059, 4184, 4280, 4346])) == 0.0
     assert regular_period(np.array([501, 611, 1001, 1091, 1801])) == 0.0
+    # onsets every ~10 steps (a loss logged with 3 digits): 50-step chains come by chance
+    busy = np.array([15586, 15636, 15642, 15652, 15662, 15682, 15686, 15720, 15734])
+    assert regular_period(busy) == 0.0
 
 
 def test_a_step_number_going_backwards_restarts_the_windows():
