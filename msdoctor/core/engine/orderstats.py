@@ -368,38 +368,28 @@ CHAIN_CHANCE = 0.1
 
 def chained_period(events: np.ndarray) -> float:
     """The period of a chain of ``CHAIN`` onsets ending at the latest of ``events``, each
-    exactly (within ``CHAIN_TOL`` steps) one period after the one before, other onsets
-    between them allowed (heavy-tailed noise spiking among periodic spikes); 0 if none.
-    The shortest such period (tried from the nearest onset back), as the median of the
-    chain's intervals."""
+    exactly (within ``CHAIN_TOL`` steps) one period after the one before, other onsets between
+    them allowed (noise spiking among periodic spikes) if too few to have made it by chance
+    (each lands in a slot, 2 CHAIN_TOL + 1 steps or the closest two onsets' distance in a
+    sparse log, less than CHAIN_CHANCE of the time); 0 if none. The shortest such period
+    (tried from the nearest onset back), as the median of the chain's intervals."""
     count = events.shape[0]
     if count <= CHAIN:              # all of them in the chain: regular_period has answered
         return 0.0
     e = events.astype(np.float64)
-    last = e[-1]
+    slot = max(2 * CHAIN_TOL + 1, float(np.min(np.diff(e))))
     for j in range(count - 2, CHAIN - 3, -1):
-        d = last - e[j]
-        if d <= 2 * CHAIN_TOL:
-            continue
-        chain = [last, e[j]]
-        while len(chain) < CHAIN:
+        d = e[-1] - e[j]
+        chain, i = [e[-1], e[j]], j
+        while d > 2 * CHAIN_TOL and len(chain) < CHAIN:
             i = int(np.searchsorted(e, chain[-1] - d - CHAIN_TOL, side="left"))
             if i >= count or e[i] > chain[-1] - d + CHAIN_TOL:
                 break
             chain.append(e[i])
-        if len(chain) == CHAIN and _by_design(e, chain):
+        others = count - i - CHAIN
+        if len(chain) == CHAIN and others * slot <= CHAIN_CHANCE * (chain[0] - chain[-1]):
             return float(np.median(-np.diff(chain)))
     return 0.0
-
-
-def _by_design(e: np.ndarray, chain: List[float]) -> bool:
-    """Whether the other onsets in the chain's span are too few to have made it by chance:
-    they land in one of the chain's slots (2 CHAIN_TOL + 1 steps, or the closest two onsets'
-    distance in a sparse log) less than CHAIN_CHANCE of the time each."""
-    first = int(np.searchsorted(e, chain[-1], side="left"))
-    others = e.shape[0] - first - CHAIN
-    slot = max(2 * CHAIN_TOL + 1, float(np.min(np.diff(e))))
-    return others * slot <= CHAIN_CHANCE * (chain[0] - chain[-1])
 
 
 class SpikePeriod(Node):
