@@ -9,6 +9,7 @@ import functools
 import os
 import platform
 import sys
+import time
 import weakref
 from typing import Dict, Mapping, Optional, Tuple
 
@@ -95,14 +96,19 @@ def _read_versions() -> Dict[str, str]:
 
 
 def process_start_time(pid: str = "self") -> Optional[float]:
-    """Wall time this process started (Linux ``/proc``), or None where it cannot be read."""
+    """Wall time this process started (Linux ``/proc``), or None where it cannot be read.
+
+    ``/proc/PID/stat`` gives the start in clock ticks since boot. The boot's wall time is
+    taken as now less the time since boot (``CLOCK_BOOTTIME``, the clock those ticks count
+    on), not ``/proc/stat``'s ``btime``: that is whole seconds, so every start read from it
+    came up to a second early (startup counted that much longer, downtime that much shorter)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             fields = fh.read().rsplit(b")", 1)[1].split()
-        with open("/proc/stat", "rb") as fh:
-            boot = next(int(line.split()[1]) for line in fh if line.startswith(b"btime "))
-        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
+        since_boot = int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        boot = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+        return boot + since_boot
+    except (OSError, ValueError, IndexError, AttributeError):
         return None
 
 

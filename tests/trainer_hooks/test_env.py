@@ -1,10 +1,18 @@
 """Rank, world size, versions and memory readings, without initialising anything."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import psutil
 import pytest
 
 from trainer_hooks import env
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("environ, expected", [
@@ -42,3 +50,14 @@ def test_host_rss_matches_psutil_and_cpu_device_memory_is_omitted():
     assert memory.device() == {}  # the CPU backend reports 0: never faked
     memory.close()
     assert memory.host_rss_bytes() == pytest.approx(psutil.Process().memory_info().rss, rel=0.05)
+
+
+def test_a_process_start_time_falls_between_its_launch_and_its_first_line():
+    """Not up to a second early, as whole-second ``btime`` made it."""
+    code = ("import time; now = time.time(); from trainer_hooks.env import process_start_time; "
+            "print(process_start_time(), now)")
+    launched = time.time()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    started, first_line = map(float, done.stdout.split())
+    assert launched - 0.03 <= started <= first_line     # the clock ticks are 10 ms
