@@ -305,10 +305,10 @@ class Pipeline:
             self.times.note(run, rank, batch, latest_time(batch))
 
     def _feed_many(self, chunks: List[Chunk]) -> None:
-        """:meth:`_feed` for the chunks of one poll: those without a pause inside, or whose
-        only pause came before them (ticked first), go to the engine together
-        (``process_many``); the ranks with pauses inside part by part, all ranks' k-th
-        parts together (``pauses.feed_rounds``)."""
+        """:meth:`_feed` for the chunks of one poll: those without a pause go to the engine
+        together (``process_many``); the ranks with a pause (before their new rows, as when
+        the sidecar is slower than the steps, or inside them) part by part, all ranks' k-th
+        parts together and their pauses ticked together (``pauses.feed_rounds``)."""
         together = []
         split = []
         for chunk in chunks:
@@ -317,12 +317,6 @@ class Pipeline:
             parts = pauses.parts_of(self.times, run, rank, batch)
             if parts is None:
                 together.append((run, rank, others, batch))
-            elif len(parts) == 2 and parts[0][0] is None and batch is not None \
-                    and parts[1][0] is not None and len(parts[1][0]) == len(batch):
-                ends = [e for e in others if e.get("type") == "run_end"]   # with the steps
-                pauses.feed_parts(self.engine, self.times, run, rank,
-                                  [e for e in others if e not in ends], parts[:1])
-                together.append((run, rank, ends, batch))
             else:
                 split.append((run, rank, others, parts))
             self._noted(run, rank, batch)
