@@ -8,8 +8,10 @@ Judged per run from one rank's events (the lowest rank seen), in the trainer's c
   first step's excess over the typical step time (graph compilation);
 - ``data_wait``: the steps' ``data_wait_s``;
 - ``checkpoint``: checkpoint events' ``save_s`` and ``load_s``;
-- ``hang``: a step far slower than the typical one (over ``HANG_FACTOR`` times the median and
-  ``HANG_MIN_S`` more): its excess over the median;
+- ``hang``: a step far slower than the typical one (over ``HANG_FACTOR`` times it and
+  ``HANG_MIN_S`` more): its excess over it. The typical step time of a step is the median of
+  the last ``TYPICAL_WINDOW`` steps before it that were neither hung nor a process's first:
+  causal, so the account is the same however the stream is cut (live or replayed);
 - ``downtime``: between the newest event of one process and the next ``run_start``;
 - ``redone``: after a resume at step S below the furthest step reached (a rollback, a crash and
   restart), the productive time the first pass spent on steps after S;
@@ -21,9 +23,10 @@ Judged per run from one rank's events (the lowest rank seen), in the trainer's c
 """
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
-from typing import Any, Deque, Dict, Iterable, Mapping, Optional
+from typing import Any, Deque, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -34,8 +37,76 @@ HANG_FACTOR = 10.0
 HANG_MIN_S = 1.0
 #: Step times the typical one is the median of.
 TYPICAL_WINDOW = 64
+#: A process's first step is split once this many usable step times are known.
+OWED_AFTER = 4
 #: Checkpoint steps whose cumulative productive time is remembered (resume targets).
 MAX_MARKS = 512
+
+
+def hung(history: np.ndarray, step_time: np.ndarray, busy: np.ndarray,
+         opening: bool) -> Tuple[np.ndarray, np.ndarray]:
+    """Each row's typical step time (NaN before any) and whether it hung (its ``busy`` time over
+    ``HANG_FACTOR`` times the typical and ``HANG_MIN_S`` more); ``history``: the usable step
+    times before the rows, oldest first; ``opening``: the first row is a process's first step.
+
+    Only a row busy over ``HANG_MIN_S`` can hang, so only those are judged: all at once as if no
+    row hung, exact up to the first that did; one by one from there."""
+    n = len(step_time)
+    typical = np.full(n, np.nan)
+    hang = np.zeros(n, dtype=bool)
+    rows = np.flatnonzero(busy > HANG_MIN_S)
+    if not len(rows):
+        return typical, hang
+    values = np.concatenate([history, step_time])
+    usable = np.ones(len(values), dtype=bool)
+    usable[len(history)] = not opening
+    at = np.flatnonzero(usable)                      # positions of the usable values
+    before = np.searchsorted(at, rows + len(history))  # usable values before each judged row
+    typical[rows] = [_median(values, at[max(0, k - TYPICAL_WINDOW):k]) for k in before] \
+        if len(rows) < 16 else _medians(values, at, before)
+    hang[rows] = busy[rows] > np.maximum(HANG_FACTOR * typical[rows], typical[rows] + HANG_MIN_S)
+    first = np.flatnonzero(hang[rows])
+    if not len(first):
+        return typical, hang
+    removed: List[int] = []                          # usable positions that hung, in order
+    for j in range(int(first[0]), len(rows)):
+        row = int(rows[j])
+        if j > first[0]:
+            t = typical[row] = _median(values, _kept(at, int(before[j]), removed))
+            hang[row] = bool(busy[row] > max(HANG_FACTOR * t, t + HANG_MIN_S))
+        if hang[row] and usable[row + len(history)]:
+            removed.append(row + len(history))
+    return typical, hang
+
+
+def _kept(at: np.ndarray, k: int, removed: List[int]) -> np.ndarray:
+    """The positions of the last TYPICAL_WINDOW of the first ``k`` usable values that did
+    not hang (``removed``: those that did, all before the k-th, ascending)."""
+    lo = max(0, k - TYPICAL_WINDOW)
+    while True:                                      # widen the window past the hung ones
+        inside = len(removed) - bisect.bisect_left(removed, int(at[lo])) if lo < k else 0
+        wider = max(0, k - TYPICAL_WINDOW - inside)
+        if wider == lo:
+            break
+        lo = wider
+    window = at[lo:k]
+    return window[~np.isin(window, removed[len(removed) - inside:])] if inside else window
+
+
+def _median(values: np.ndarray, positions: np.ndarray) -> float:
+    return float(np.median(values[positions])) if len(positions) else math.nan
+
+
+def _medians(values: np.ndarray, at: np.ndarray, before: np.ndarray) -> np.ndarray:
+    """The median of the last TYPICAL_WINDOW usable values before each count in ``before``."""
+    out = np.full(len(before), np.nan)
+    full = before >= TYPICAL_WINDOW
+    if full.any():
+        windows = at[before[full, None] - TYPICAL_WINDOW + np.arange(TYPICAL_WINDOW)]
+        out[full] = np.median(values[windows], axis=1)
+    for i in np.flatnonzero(~full):
+        out[i] = _median(values, at[:before[i]])
+    return out
 
 
 class Goodput:
@@ -160,13 +231,11 @@ class Goodput:
         step_time = self._column(batch, "step_time_s")
         wait = np.minimum(self._column(batch, "data_wait_s"), step_time)
         evaluation = self._column(batch, "eval_s")
-        history = np.fromiter(self._typical, dtype=np.float64)
         opening = self._start_t is not None      # its first row is the first step of a process
-        sample = np.concatenate([history, step_time[1:] if opening else step_time])
-        typical = float(np.median(sample)) if len(sample) else float(step_time[0])
         compute = step_time - wait - evaluation
         busy = step_time - evaluation            # an evaluation pass is not a hang
-        hang = busy > max(HANG_FACTOR * typical, typical + HANG_MIN_S)
+        history = np.fromiter(self._typical, dtype=np.float64)
+        typical, hang = hung(history, step_time, busy, opening)
         excess = np.where(hang, busy - typical, 0.0)
         productive = np.where(hang, np.minimum(busy, typical), compute)
         if self._start_t is not None:            # the first step after a run_start
@@ -178,28 +247,40 @@ class Goodput:
             self._start_t, self._loaded = None, 0.0
         elif self.first_t is None and len(t) and math.isfinite(t[0]):
             self._see(float(t[0]) - float(step_time[0]))
-        if self._owed and len(sample) >= 4:
-            back = min(self._owed, typical)
-            self.badput["startup"] += self._owed - back
-            productive[-1] += back
-            self._owed = 0.0
         self.badput["data_wait"] += float(np.sum(np.where(hang, 0.0, wait)))
         self.badput["hang"] += float(np.sum(excess))
         self.badput["evaluation"] += float(np.sum(evaluation))
+        usable = ~hang
+        usable[0] &= not opening
+        if self._owed:
+            self._repay(history, step_time, usable, productive)
+        self._typical.extend(step_time[usable][-TYPICAL_WINDOW:].tolist())
         cumulative = self.productive + np.cumsum(productive)
         self.productive = float(cumulative[-1])
         for step in [s for s in self._wanted if first <= s <= int(steps[-1])]:
             row = int(np.searchsorted(steps, step, side="right")) - 1
             self._mark(step, float(cumulative[row]))
             self._wanted.discard(step)
-        usable = ~hang
-        usable[0] &= not opening
-        self._typical.extend(step_time[usable][-TYPICAL_WINDOW:].tolist())
         self.last_step = int(steps[-1])
         self.max_step = max(self.last_step, self.max_step or self.last_step)
         finite = t[np.isfinite(t)]
         if finite.shape[0]:
             self._see(float(finite.max()))
+
+    def _repay(self, history: np.ndarray, step_time: np.ndarray, usable: np.ndarray,
+               productive: np.ndarray) -> None:
+        """Split a process's first step into startup and a typical step, at the row where
+        ``OWED_AFTER`` usable step times are known (the typical step: their median)."""
+        short = OWED_AFTER - len(history)
+        rows = np.flatnonzero(usable)
+        if short > len(rows):
+            return
+        row = 0 if short <= 0 else int(rows[short - 1])
+        sample = history if short <= 0 else np.concatenate([history, step_time[rows[:short]]])
+        back = min(self._owed, float(np.median(sample[-TYPICAL_WINDOW:])))
+        self.badput["startup"] += self._owed - back
+        productive[row] += back
+        self._owed = 0.0
 
     def _resumed(self, first: int) -> None:
         """A run resumed at ``first``: the steps after it done before are redone."""

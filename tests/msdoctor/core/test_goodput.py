@@ -1,10 +1,13 @@
 """Goodput from a scripted event stream whose every phase has a known length."""
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 
 from msdoctor.core.batch import columnize
-from msdoctor.core.goodput import Goodput
+from msdoctor.core.goodput import HANG_FACTOR, HANG_MIN_S, TYPICAL_WINDOW, Goodput, hung
 from msdoctor.wire import make
 
 COMPUTE = 0.5
@@ -87,3 +90,64 @@ def test_the_account_survives_a_snapshot():
     got, want = again.summary(), whole.summary()
     assert got["badput_s"] == pytest.approx(want["badput_s"])
     assert (got["wall_s"], got["productive_s"]) == pytest.approx((want["wall_s"], want["productive_s"]))
+
+
+def reference_hung(history, step_time, busy, opening):
+    """``hung`` one row at a time: the plain reading of its definition."""
+    usable = list(history)
+    typical, hang = [], []
+    for i, (took, spent) in enumerate(zip(step_time, busy)):
+        recent = usable[-TYPICAL_WINDOW:]
+        t = float(np.median(recent)) if recent else math.nan
+        hung_now = bool(spent > max(HANG_FACTOR * t, t + HANG_MIN_S))
+        typical.append(t)
+        hang.append(hung_now)
+        if not hung_now and not (opening and i == 0):
+            usable.append(float(took))
+    return np.array(typical), np.array(hang)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_hung_steps_are_those_of_the_one_row_at_a_time_definition(seed):
+    """Slow and fast runs, a drifting step time, rare and frequent hangs, a short history."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    base = rng.choice([0.05, 0.3, 2.0])
+    step_time = base * np.exp(np.cumsum(rng.normal(0, 0.05, n))) * rng.lognormal(0, 0.2, n)
+    hangs = rng.random(n) < rng.choice([0.0, 0.01, 0.3])
+    step_time[hangs] += rng.uniform(0.5, 60, hangs.sum())
+    busy = step_time - np.where(rng.random(n) < 0.05, rng.uniform(0, 1, n) * step_time, 0.0)
+    history = base * rng.lognormal(0, 0.2, int(rng.choice([0, 3, 64])))
+    opening = bool(rng.random() < 0.5)
+    typical, hang = hung(history, step_time, busy, opening)
+    want_typical, want_hang = reference_hung(history, step_time, busy, opening)
+    assert hang.tolist() == want_hang.tolist()
+    np.testing.assert_allclose(typical[hang], want_typical[hang], rtol=1e-12)
+
+
+def drifting_run(seed):
+    """One process whose step time drifts (a loaded machine) and some steps of which are slow
+    enough to be hangs by one typical time but not by a later one."""
+    rng = np.random.default_rng(seed)
+    events, t = [make("run_start", 0, run="r", t=5.0, process_t=0.0)], 5.0
+    for step in range(1, 301):
+        took = 0.08 * (1 + 3 * (step > 150)) * rng.lognormal(0, 0.3) + (4.0 if step == 1 else 0.0)
+        if step % 37 == 0:
+            took += rng.uniform(0.8, 3.0)
+        t += took
+        events.append(make("step", 0, run="r", step=step, t=t, step_time_s=took, loss=1.0))
+        if step % 50 == 0:
+            events.append(make("checkpoint", 0, run="r", step=step, path=f"c{step}", t=t))
+    return events
+
+
+@pytest.mark.parametrize("cut", [1, 3, 50, 10_000])
+def test_the_account_is_the_same_however_the_stream_is_cut_live_or_replayed(cut):
+    events = drifting_run(0)
+    whole, cut_up = Goodput(), Goodput()
+    feed(whole, events, 10_000)
+    feed(cut_up, events, cut)
+    got, want = cut_up.summary(), whole.summary()
+    assert got["badput_s"]["hang"] > 0
+    assert got["badput_s"] == pytest.approx(want["badput_s"], abs=1e-9)
+    assert got["productive_s"] == pytest.approx(want["productive_s"], abs=1e-9)

@@ -8,6 +8,7 @@ starts a process), ``begin``/``end`` of each step (the first and the last callba
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import time
 from pathlib import Path
@@ -18,6 +19,8 @@ CAUSES = ("startup", "data_wait", "checkpoint", "hang", "downtime", "redone", "e
 HANG_FACTOR = 10.0
 #: ...and this many seconds more
 HANG_MIN_S = 1.0
+#: ...the typical span: the median of this many spans before the step
+TYPICAL_WINDOW = 64
 TIMED = {"save": "checkpoint", "load": "checkpoint", "eval": "evaluation", "hang": "hang"}
 
 
@@ -42,15 +45,17 @@ def badput(run_dir: Path) -> Dict[str, float]:
     - data_wait: from a step's end to the next step's begin within one pass (the fetch);
     - checkpoint, evaluation: the seconds the saver, loader, evaluator timed;
     - hang: msdoctor's definition on the trainer's clocks: a step whose whole span (its fetch,
-      its compute and what the hang slept) is over HANG_FACTOR times the median span and
-      HANG_MIN_S more counts its excess over the median span; the injected hang is one such
-      step, and on a loaded machine a step that merely took that long is another;
+      its compute and what the hang slept) is over HANG_FACTOR times the typical span and
+      HANG_MIN_S more counts its excess over it; the typical span is the median of the last
+      TYPICAL_WINDOW spans before it, first steps and hung steps left out. The injected hang
+      is one such step, and on a loaded machine a step that merely took that long is another;
     - startup: from a launch, or a rollback's restart within the process, to the first step's
       begin, less the checkpoint loads in between, plus that first step's excess over the
       median step (compilation);
     - downtime: from a crash to the next launch;
     - redone: after a resume at step S (a restart or a rollback), the time the earlier pass
-      spent computing steps after S (their span less the saves, evaluations, hang in them).
+      spent computing steps after S (their span less the saves, evaluations, hang in them; a
+      hung step's at most the typical span).
     """
     out = dict.fromkeys(CAUSES, 0.0)
     done: Dict[int, float] = {}            # step -> its compute time, on its latest pass
@@ -58,7 +63,7 @@ def badput(run_dir: Path) -> Dict[str, float]:
     firsts: List[float] = []
     extra: Dict[int, float] = {}
     stalls: Dict[int, float] = {}          # step -> the seconds its hang timed
-    whole: List[tuple] = []                # each later step's (fetch, compute + what it slept)
+    usual: List[float] = []                # the spans of the steps that were not first or hung
     opened = loaded = None                 # a (re)start whose first step has not begun
     prev_end = prev_step = crashed = begun = None
     first = False
@@ -103,17 +108,19 @@ def badput(run_dir: Path) -> Dict[str, float]:
                 firsts.append(work)
             else:
                 spans.append(work)
-                whole.append((fetched, work + stalls.get(step, 0.0)))
+                span = fetched + work + stalls.get(step, 0.0)
+                recent = usual[-TYPICAL_WINDOW:]
+                typical = statistics.median(recent) if recent else math.nan
+                if span > max(HANG_FACTOR * typical, typical + HANG_MIN_S):
+                    out["hang"] += span - typical
+                    done[step] = min(span, typical)
+                else:
+                    out["data_wait"] += fetched
+                    usual.append(span)
             stalls.pop(step, None)
             first, prev_end, prev_step, begun = False, t, step, None
     typical = statistics.median(spans)
     out["startup"] += sum(max(0.0, span - typical) for span in firsts)
-    step = statistics.median(f + w for f, w in whole)
-    for fetched, busy in whole:
-        if fetched + busy > max(HANG_FACTOR * step, step + HANG_MIN_S):
-            out["hang"] += fetched + busy - step
-        else:
-            out["data_wait"] += fetched
     return out
 
 
