@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
 import zipfile
@@ -32,7 +33,9 @@ from msdoctor.wire.files import FILE_MODE, describe, make_dir, open_regular
 from msdoctor.wire.layout import state_dir
 
 FORMAT = "msdoctor-snapshot"
-VERSION = 1
+VERSION = 2
+#: ...and the versions it reads (1: every array described in the state document)
+READS = (1, 2)
 FILENAME = "snapshot.npz"
 FINGERPRINT_BYTES = 4096
 
@@ -156,27 +159,54 @@ ARRAY_TAG = "__ndarray__"
 #: every consumer array lives in one of two flat members (thousands of small .npy members
 #: would make loading slow: ~0.2 ms each)
 BLOBS = {"i": ("consumer_int", np.int64), "f": ("consumer_float", np.float64)}
+#: ...and is described by a row of this member: blob (0 int, 1 float), offset, dtype (index in
+#: DTYPES), number of dimensions, then MAX_DIMS dimensions (0 past the last). The state
+#: document refers to an array by its row: ``{"__ndarray__": row}``.
+TABLE = "consumer_arrays"
+MAX_DIMS = 4
+DTYPES = ("<f8", "<i8", "|b1", "<f4", "<i4", "<u8", "<u4", "<i2", "<u2", "|i1", "|u1", "<f2")
+_CODES = {name: code for code, name in enumerate(DTYPES)}
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+_PAD = tuple((0,) * (MAX_DIMS - n) for n in range(MAX_DIMS + 1))
 
 
 def split_arrays(doc: Any) -> Tuple[Any, Dict[str, np.ndarray]]:
     """``doc`` with each numpy array replaced by a reference into one of two flat arrays
-    (integers, floats), and those arrays: what the snapshot writes as JSON and as ``.npy``."""
-    parts: Dict[str, List[np.ndarray]] = {"i": [], "f": []}
-    sizes = {"i": 0, "f": 0}
+    (integers, floats), and those arrays: what the snapshot writes as JSON and as ``.npy``.
+    An array of another dtype or of more dimensions is described in the document itself."""
+    parts: Tuple[List[np.ndarray], List[np.ndarray]] = ([], [])     # int, float
+    sizes = [0, 0]
+    rows: List[Tuple[int, ...]] = []
+    kinds: Dict[np.dtype, Tuple[int, Optional[int]]] = {}  # dtype -> (blob, DTYPES index)
 
-    def walk(value: Any) -> Any:
-        if isinstance(value, np.ndarray):
-            kind = value.dtype.kind
-            if kind not in "iubf":
+    def array(value: np.ndarray) -> Dict[str, Any]:
+        found = kinds.get(value.dtype)
+        if found is None:
+            if value.dtype.kind not in "iubf":
                 raise TypeError(f"a consumer state holds a {value.dtype} array; only numeric "
                                 "arrays can be saved")
-            blob = "i" if kind in "iub" else "f"
-            flat = value.reshape(-1)
-            ref = {ARRAY_TAG: BLOBS[blob][0], "at": sizes[blob], "shape": list(value.shape),
-                   "dtype": value.dtype.str}
-            parts[blob].append(flat)
-            sizes[blob] += flat.shape[0]
-            return ref
+            found = kinds[value.dtype] = (int(value.dtype.kind == "f"),
+                                          _CODES.get(value.dtype.str))
+        blob, code = found
+        shape, at = value.shape, sizes[blob]
+        if code is None or len(shape) > MAX_DIMS:
+            ref: Dict[str, Any] = {ARRAY_TAG: BLOBS["if"[blob]][0], "at": at,
+                                   "shape": list(shape), "dtype": value.dtype.str}
+        else:
+            rows.append((blob, at, code, len(shape)) + shape + _PAD[len(shape)])
+            ref = {ARRAY_TAG: len(rows) - 1}
+        parts[blob].append(value if len(shape) == 1 else value.reshape(-1))
+        sizes[blob] = at + value.size
+        return ref
+
+    def walk(value: Any) -> Any:
+        kind = type(value)
+        if kind is dict:
+            return {k: v if type(v) in _LEAVES else walk(v) for k, v in value.items()}
+        if kind is list or kind is tuple:
+            return [v if type(v) in _LEAVES else walk(v) for v in value]
+        if isinstance(value, np.ndarray):
+            return array(value)
         if isinstance(value, dict):
             return {k: walk(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
@@ -184,8 +214,10 @@ def split_arrays(doc: Any) -> Tuple[Any, Dict[str, np.ndarray]]:
         return value
 
     out = walk(doc)
-    arrays = {BLOBS[b][0]: np.concatenate(parts[b]).astype(BLOBS[b][1], copy=False)
-              for b in parts if parts[b]}
+    arrays = {BLOBS[b][0]: np.concatenate(part).astype(BLOBS[b][1], copy=False)
+              for b, part in zip("if", parts) if part}
+    if rows:
+        arrays[TABLE] = np.array(rows, dtype=np.int64)
     return out, arrays
 
 
@@ -193,8 +225,10 @@ def join_arrays(doc: Any, arrays: Mapping[str, np.ndarray]) -> Any:
     """Inverse of :func:`split_arrays`; a reference that does not fit its array is a
     :class:`SnapshotError`."""
     names = {name for name, _ in BLOBS.values()}
+    table = _table(arrays)
+    blobs = [arrays.get(BLOBS["i"][0]), arrays.get(BLOBS["f"][0])]
 
-    def array(ref: Dict[str, Any]) -> np.ndarray:
+    def described(ref: Dict[str, Any]) -> np.ndarray:
         name: Any = ref.get(ARRAY_TAG)
         at: Any = ref.get("at")
         shape: Any = ref.get("shape")
@@ -212,6 +246,16 @@ def join_arrays(doc: Any, arrays: Mapping[str, np.ndarray]) -> Any:
             raise SnapshotError(f"state refers to {ref!r}, which does not fit the saved arrays")
         return blob[at:at + size].astype(dtype).reshape(shape)
 
+    def array(ref: Dict[str, Any]) -> np.ndarray:
+        row = ref[ARRAY_TAG]
+        if type(row) is not int:
+            return described(ref)
+        if table is None or not 0 <= row < table.shape[0] or len(ref) != 1:
+            raise SnapshotError(f"state refers to {ref!r}, which does not fit the saved arrays")
+        floats, at, code, ndim, *dims = table[row].tolist()
+        size = math.prod(dims[:ndim])
+        return blobs[floats][at:at + size].astype(DTYPES[code]).reshape(dims[:ndim])
+
     def walk(value: Any) -> Any:
         if isinstance(value, dict):
             if ARRAY_TAG in value:
@@ -222,6 +266,33 @@ def join_arrays(doc: Any, arrays: Mapping[str, np.ndarray]) -> Any:
         return value
 
     return walk(doc)
+
+
+def _table(arrays: Mapping[str, np.ndarray]) -> Optional[np.ndarray]:
+    """The array table, every row checked against the blobs at once (None: there is none)."""
+    table = arrays.get(TABLE)
+    if table is None:
+        return None
+    if table.dtype.kind != "i" or table.ndim != 2 or table.shape[1] != 4 + MAX_DIMS:
+        raise SnapshotError(f"{TABLE}: expected int rows of {4 + MAX_DIMS}, got "
+                            f"{table.dtype}{table.shape}")
+    if not table.shape[0]:
+        return table
+    floats, at, code, ndim, dims = table[:, 0], table[:, 1], table[:, 2], table[:, 3], table[:, 4:]
+    lengths = np.array([len(b) if b is not None else -1
+                        for b in (arrays.get(BLOBS["i"][0]), arrays.get(BLOBS["f"][0]))])
+    used = np.arange(MAX_DIMS)[None, :] < ndim[:, None]
+    ok = ((floats >= 0) & (floats <= 1) & (at >= 0) & (code >= 0) & (code < len(DTYPES))
+          & (ndim >= 0) & (ndim <= MAX_DIMS) & (dims >= 0).all(axis=1)
+          & ((dims == 0) | used).all(axis=1))
+    if ok.all():
+        sizes = np.where(used, dims, 1).prod(axis=1)
+        ok = at + sizes <= lengths[floats]
+    if not ok.all():
+        bad = int(np.flatnonzero(~ok)[0])
+        raise SnapshotError(f"{TABLE} row {bad} ({table[bad].tolist()}) does not fit the saved "
+                            f"arrays")
+    return table
 
 
 # -- files -------------------------------------------------------------------
@@ -297,9 +368,9 @@ def load(state_dir: os.PathLike | str, run_dir: os.PathLike | str,
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise SnapshotError(f"{path}: not an msdoctor snapshot (format "
                             f"{meta.get('format') if isinstance(meta, dict) else None!r})")
-    if meta.get("version") != VERSION:
+    if meta.get("version") not in READS:
         raise SnapshotError(f"{path}: snapshot version {meta.get('version')!r}, "
-                            f"this msdoctor reads {VERSION}")
+                            f"this msdoctor reads {' and '.join(map(str, READS))}")
     _check_spool(path, Path(run_dir), meta)
     try:
         store = store_from_dict(meta["store"], arrays, capacity)

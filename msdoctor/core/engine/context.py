@@ -62,9 +62,16 @@ class RankContext:
 
 def pack(value: Any) -> Any:
     """A snapshot-ready copy of an operator state: JSON values, with numeric arrays kept as
-    arrays (int64/float64; the snapshot stores them natively) and non-finite floats tagged."""
+    arrays (int64/float64, not copied when they are already; the snapshot copies them into
+    its own arrays at once) and non-finite floats tagged."""
+    kind = type(value)
+    if kind is dict:
+        return {k if type(k) is str else str(k): v if type(v) in _PLAIN else pack(v)
+                for k, v in value.items()}
+    if kind is float:
+        return value if math.isfinite(value) else {"__float__": to_wire(value)}
     if isinstance(value, np.ndarray):
-        return value.astype(np.int64 if value.dtype.kind in "iu" else np.float64)
+        return value.astype(np.int64 if value.dtype.kind in "iu" else np.float64, copy=False)
     if isinstance(value, float):
         return value if math.isfinite(value) else {"__float__": to_wire(value)}
     if isinstance(value, dict):
@@ -76,6 +83,10 @@ def pack(value: Any) -> Any:
     if isinstance(value, (np.integer,)):
         return int(value)
     return value
+
+
+#: values :func:`pack` returns as they are
+_PLAIN = frozenset({str, int, bool, type(None)})
 
 
 def unpack(value: Any) -> Any:
