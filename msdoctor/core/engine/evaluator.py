@@ -25,6 +25,7 @@ from msdoctor.core.engine.model import Rule, RuleSet
 from msdoctor.core.engine.nodes import Frame, Signal, truthy
 from msdoctor.core.engine.program import CompiledRule, Program
 from msdoctor.core.engine.runend import end_run, run_over
+from msdoctor.core.engine.stacked import stack, unstack
 from msdoctor.core.engine.ticks import tick_one, tick_run
 from msdoctor.core.layers import LayerBook
 from msdoctor.core.spool import Chunk
@@ -417,9 +418,12 @@ class Engine:
         runs = {}
         for name, rc in self.runs.items():
             ranks = {}
+            plain = []                   # each rank's dict states, saved as columns
             for rank, ctx in rc.ranks.items():
+                kept = [(i, s) for i, s in enumerate(ctx.states) if s]
+                plain.append([(i, s) for i, s in kept if type(s) is dict])
                 ranks[str(rank)] = {
-                    "states": [[i, pack(s)] for i, s in enumerate(ctx.states) if s],
+                    "states": [[i, pack(s)] for i, s in kept if type(s) is not dict],
                     "last": np.array(ctx.last, dtype=np.float64),
                     "alerts": {k: st.to_dict() for k, st in ctx.alerts.items()},
                     "firing": dict(ctx.firing), "firing_since": dict(ctx.firing_since),
@@ -433,7 +437,7 @@ class Engine:
                           "world_size": rc.world_size, "start_rank": rc.start_rank,
                           "latest": {k: {str(r): pack(v) for r, v in d.items()}
                                      for k, d in rc.latest.items()},
-                          "ranks": ranks}
+                          "ranks": ranks, "stacked": stack(plain)}
         return {"v": STATE_VERSION, "keys": keys, "runs": runs, "transitions": self.transitions,
                 "reported": [list(k) for k in self._reported], "layers": self.layers.state_dict()}
 
@@ -450,9 +454,14 @@ class Engine:
             rc.latest = {k: {int(r): unpack(v) for r, v in d.items()}
                          for k, d in saved.get("latest", {}).items()}
             self.runs[name] = rc
-            for rank_s, rs in saved.get("ranks", {}).items():
+            saved_ranks = saved.get("ranks", {})
+            stacked = unstack(saved.get("stacked") or [], len(saved_ranks))
+            for (rank_s, rs), columns in zip(saved_ranks.items(), stacked):
                 ctx = self.rank_context(name, int(rank_s))
-                states, last = _by_key(rs.get("states", {}), rs.get("last", {}), saved_keys)
+                own = rs.get("states", {})
+                if columns:
+                    own = (own if isinstance(own, list) else []) + columns
+                states, last = _by_key(own, rs.get("last", {}), saved_keys)
                 for i, key in enumerate(keys):
                     if key in states:
                         ctx.states[i] = unpack(states[key])

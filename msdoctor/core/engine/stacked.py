@@ -1,0 +1,125 @@
+"""The operator states of many ranks as columns: what the snapshot saves of a run's ranks.
+
+Every rank of a run runs the same operators, so state ``k`` of operator ``i`` has the same
+kind on every rank: a window's step array, a float, a count. Saved rank by rank, 1024 ranks
+of ~140 operator states are ~500k JSON nodes and ~200k small arrays to walk; saved as one
+column per ``(i, k)`` they are a few hundred arrays:
+
+- 1-D numeric arrays: their values end to end and their lengths (int64 or float64, as
+  :func:`~msdoctor.core.engine.context.pack` keeps them);
+- floats (non-finite included) and ints: one float64 or int64 array;
+- anything else: a list of packed values.
+
+A column whose arrays equal an earlier column's refers to it (operators over the same signal
+and window keep the same points: two thirds of the bytes at 1024 ranks).
+
+Each column also holds the positions of the ranks that have that state. :func:`unstack` gives
+back each rank's ``[[i, state], ...]`` as :meth:`Engine.state_dict` saved it before, with the
+values :func:`~msdoctor.core.engine.context.unpack` would give.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence, Tuple
+
+import numpy as np
+
+from msdoctor.core.engine.context import pack
+
+_INT_MAX = np.iinfo(np.int64).max
+_INT, _FLOAT = np.dtype(np.int64), np.dtype(np.float64)
+
+
+def stack(ranks: Sequence[Sequence[Tuple[int, Dict[str, Any]]]]) -> List[Dict[str, Any]]:
+    """The ``(operator, state)`` pairs of each rank (a rank's position in ``ranks`` is its
+    index) as columns: ``{"op", "key", "at", and "n" + "a" | "f" | "i" | "x"}``."""
+    grouped: Dict[Tuple[int, str], Tuple[List[int], List[Any]]] = {}
+    for r, states in enumerate(ranks):
+        for i, state in states:
+            for key, value in state.items():
+                column = grouped.get((i, key))
+                if column is None:
+                    column = grouped[(i, key)] = ([], [])
+                column[0].append(r)
+                column[1].append(value)
+    return _shared([_column(i, key, at, values) for (i, key), (at, values) in grouped.items()])
+
+
+def _shared(columns: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Columns of arrays equal to an earlier column's (operators over the same signal and
+    window keep the same points) refer to it (``"like": its index``) instead of repeating it."""
+    seen: Dict[Tuple[Any, ...], List[int]] = {}
+    for index, column in enumerate(columns):
+        flat = column.get("a")
+        if flat is None or not flat.shape[0]:
+            continue
+        n = flat.shape[0]
+        sign = (flat.dtype.str, n, column["n"].shape[0], flat[0].item(), flat[n // 3].item(),
+                flat[n // 2].item(), flat[-1].item())
+        for other in seen.setdefault(sign, []):
+            earlier = columns[other]
+            if np.array_equal(earlier["a"], flat) and np.array_equal(earlier["n"], column["n"]):
+                del column["a"], column["n"]
+                column["like"] = other
+                break
+        else:
+            seen[sign].append(index)
+    return columns
+
+
+def _column(i: int, key: str, at: List[int], values: List[Any]) -> Dict[str, Any]:
+    out: Dict[str, Any] = {"op": i, "key": str(key), "at": np.asarray(at, dtype=np.int64)}
+    kinds = {type(v) for v in values}
+    if kinds <= {float, np.float64}:
+        out["f"] = np.asarray(values, dtype=np.float64)
+    elif kinds <= {int, np.int64} and all(-_INT_MAX <= v <= _INT_MAX for v in values):
+        out["i"] = np.asarray(values, dtype=np.int64)
+    elif kinds == {np.ndarray} and {v.ndim for v in values} == {1} and all(
+            kind in "iubf" for kind in {v.dtype.kind for v in values}):
+        dtypes = {v.dtype for v in values}
+        packed = values if dtypes in ({_INT}, {_FLOAT}) else [pack(v) for v in values]
+        if len({v.dtype for v in packed}) == 1:
+            out["n"] = np.fromiter((v.shape[0] for v in packed), np.int64, len(packed))
+            out["a"] = np.concatenate(packed)
+        else:
+            out["x"] = packed
+    else:
+        out["x"] = [pack(v) for v in values]
+    return out
+
+
+def unstack(columns: Any, count: int) -> List[List[List[Any]]]:
+    """Each of ``count`` ranks' ``[[i, state], ...]`` from :func:`stack`'s columns; a column
+    that does not fit (a damaged snapshot) raises ``ValueError``."""
+    states: List[Dict[int, Dict[str, Any]]] = [{} for _ in range(count)]
+    for column in columns:
+        i, key, at = column["op"], column["key"], np.asarray(column["at"], dtype=np.int64)
+        if not isinstance(i, int) or not isinstance(key, str) or at.ndim != 1 or (
+                at.shape[0] and (int(at.min()) < 0 or int(at.max()) >= count)):
+            raise ValueError(f"operator state column {i!r}/{key!r} does not fit {count} ranks")
+        like = column.get("like")
+        if like is not None:
+            if not (isinstance(like, int) and 0 <= like < len(columns) and "a" in columns[like]):
+                raise ValueError(f"operator state column {i}/{key} refers to column {like!r}, "
+                                 f"which holds no arrays")
+            column = dict(columns[like], at=at)
+        if "a" in column:
+            lengths = np.asarray(column["n"], dtype=np.int64)
+            values: Sequence[Any] = _split(np.asarray(column["a"]), lengths, at.shape[0])
+        elif "f" in column or "i" in column:
+            values = np.asarray(column["f" if "f" in column else "i"]).tolist()
+        else:
+            values = column["x"]
+        if len(values) != at.shape[0]:
+            raise ValueError(f"operator state column {i}/{key}: {len(values)} values for "
+                             f"{at.shape[0]} ranks")
+        for r, value in zip(at.tolist(), values):
+            states[r].setdefault(i, {})[key] = value
+    return [[[i, state] for i, state in sorted(rank.items())] for rank in states]
+
+
+def _split(flat: np.ndarray, lengths: np.ndarray, count: int) -> List[np.ndarray]:
+    if lengths.ndim != 1 or lengths.shape[0] != count or (count and int(lengths.min()) < 0) \
+            or int(lengths.sum()) != flat.shape[0]:
+        raise ValueError(f"array lengths {lengths.tolist()[:8]}... do not fit {flat.shape[0]} "
+                         f"values")
+    return np.split(flat, np.cumsum(lengths)[:-1]) if count else []
