@@ -18,14 +18,14 @@ import numpy as np
 from msdoctor.core import checkpoints
 from msdoctor.core.alerts.model import Alert
 from msdoctor.core.batch import StepBatch, columnize
+from msdoctor.core.engine import persist
 from msdoctor.core.engine.causes import CauseGraph
-from msdoctor.core.engine.context import RankContext, RunContext, pack, unpack
+from msdoctor.core.engine.context import RankContext, RunContext
 from msdoctor.core.engine.lifecycle import FIRING, INACTIVE, AlertState, advance
 from msdoctor.core.engine.model import Rule, RuleSet
 from msdoctor.core.engine.nodes import Frame, Signal, truthy
 from msdoctor.core.engine.program import CompiledRule, Program
 from msdoctor.core.engine.runend import end_run, run_over
-from msdoctor.core.engine.stacked import stack, unstack
 from msdoctor.core.engine.ticks import tick_one, tick_run
 from msdoctor.core.layers import LayerBook
 from msdoctor.core.spool import Chunk
@@ -35,7 +35,6 @@ log = logging.getLogger("msdoctor.core.engine")
 Sink = Callable[[Alert], None]
 #: A rule's value and named values at the row being emitted.
 ValuesAt = Callable[[CompiledRule], Tuple[float, Dict[str, float]]]
-STATE_VERSION = 1
 #: Batches up to this many rows are evaluated together with other ranks' (a live poll, a
 #: first read of many ranks); longer ones rank by rank, where the per-operator cost is
 #: amortised. A group is evaluated once it holds GROUP_ROWS rows: every operator's values
@@ -414,82 +413,8 @@ class Engine:
     def state_dict(self) -> Dict[str, Any]:
         """Operator carry-overs and alert states of every (run, rank): JSON values and numpy
         arrays (``msdoctor.core.snapshot`` stores the arrays natively, see ``split_arrays``)."""
-        keys = self.program.keys
-        runs = {}
-        for name, rc in self.runs.items():
-            ranks = {}
-            plain = []                   # each rank's dict states, saved as columns
-            for rank, ctx in rc.ranks.items():
-                kept = [(i, s) for i, s in enumerate(ctx.states) if s]
-                plain.append([(i, s) for i, s in kept if type(s) is dict])
-                ranks[str(rank)] = {
-                    "states": [[i, pack(s)] for i, s in kept if type(s) is not dict],
-                    "last": np.array(ctx.last, dtype=np.float64),
-                    "alerts": {k: st.to_dict() for k, st in ctx.alerts.items()},
-                    "firing": dict(ctx.firing), "firing_since": dict(ctx.firing_since),
-                    "last_step": ctx.last_step, "last_t": ctx.last_t,
-                    "last_step_t": ctx.last_step_t, "first_event_t": ctx.first_event_t,
-                    "last_event_t": ctx.last_event_t, "running": ctx.running,
-                    "checkpoints": pack(ctx.checkpoints),
-                    "gone": ctx.gone, "heard_t": ctx.heard_t,
-                }
-            runs[name] = {"config": pack(rc.config), "expect": pack(rc.expect),
-                          "world_size": rc.world_size, "start_rank": rc.start_rank,
-                          "latest": {k: {str(r): pack(v) for r, v in d.items()}
-                                     for k, d in rc.latest.items()},
-                          "ranks": ranks, "stacked": stack(plain)}
-        return {"v": STATE_VERSION, "keys": keys, "runs": runs, "transitions": self.transitions,
-                "reported": [list(k) for k in self._reported], "layers": self.layers.state_dict()}
+        return persist.state_of(self)
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Resume from :meth:`state_dict`; operators of changed rules start fresh."""
-        if not state or state.get("v") != STATE_VERSION:
-            return
-        keys = self.program.keys
-        saved_keys = state.get("keys")
-        self.runs = {}
-        for name, saved in state.get("runs", {}).items():
-            rc = RunContext(name, unpack(saved.get("config") or {}), unpack(saved.get("expect") or {}),
-                            saved.get("world_size"), start_rank=saved.get("start_rank"))
-            rc.latest = {k: {int(r): unpack(v) for r, v in d.items()}
-                         for k, d in saved.get("latest", {}).items()}
-            self.runs[name] = rc
-            saved_ranks = saved.get("ranks", {})
-            stacked = unstack(saved.get("stacked") or [], len(saved_ranks))
-            for (rank_s, rs), columns in zip(saved_ranks.items(), stacked):
-                ctx = self.rank_context(name, int(rank_s))
-                own = rs.get("states", {})
-                if columns:
-                    own = (own if isinstance(own, list) else []) + columns
-                states, last = _by_key(own, rs.get("last", {}), saved_keys)
-                for i, key in enumerate(keys):
-                    if key in states:
-                        ctx.states[i] = unpack(states[key])
-                    if key in last:
-                        ctx.last[i] = unpack(last[key])
-                ctx.alerts = {k: AlertState.from_dict(d) for k, d in rs.get("alerts", {}).items()}
-                firing = rs.get("firing")
-                ctx.firing = (dict(firing) if isinstance(firing, dict) else
-                              {k: None for k, st in ctx.alerts.items() if st.state == FIRING})
-                since = rs.get("firing_since")
-                ctx.firing_since = dict(since) if isinstance(since, dict) else {}
-                saved_checkpoints = rs.get("checkpoints")
-                ctx.checkpoints = unpack(saved_checkpoints) if isinstance(saved_checkpoints, list) else []
-                for attr in ("last_step", "last_t", "last_step_t", "first_event_t",
-                             "last_event_t", "running", "gone", "heard_t"):
-                    if attr in rs:
-                        setattr(ctx, attr, rs[attr])
-        self.transitions = int(state.get("transitions", 0))
-        self._reported = {tuple(k) for k in state.get("reported", [])}
-        self.layers = LayerBook()
-        self.layers.load_state_dict(state.get("layers") or {})
-
-
-def _by_key(states: Any, last: Any, keys: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    """A rank's saved operator states and last values by operator key: saved as lists by
-    index into the snapshot's ``keys`` (or, in earlier snapshots, as dicts by key)."""
-    if isinstance(keys, list):
-        states = {keys[i]: s for i, s in states if isinstance(i, int) and 0 <= i < len(keys)}
-        if isinstance(last, np.ndarray) and last.shape[0] == len(keys):
-            last = dict(zip(keys, last.tolist()))
-    return (states if isinstance(states, dict) else {}), (last if isinstance(last, dict) else {})
+        persist.restore(self, state)

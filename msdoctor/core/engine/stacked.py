@@ -14,8 +14,8 @@ A column whose arrays equal an earlier column's refers to it (operators over the
 and window keep the same points: two thirds of the bytes at 1024 ranks).
 
 Each column also holds the positions of the ranks that have that state. :func:`unstack` gives
-back each rank's ``[[i, state], ...]`` as :meth:`Engine.state_dict` saved it before, with the
-values :func:`~msdoctor.core.engine.context.unpack` would give.
+back each rank's ``[[i, state], ...]`` with the values :func:`~msdoctor.core.engine.context.unpack`
+gives of a state saved rank by rank (a rank's arrays are views of its column's own copy).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from msdoctor.core.engine.context import pack
+from msdoctor.core.engine.context import pack, unpack
 
 _INT_MAX = np.iinfo(np.int64).max
 _INT, _FLOAT = np.dtype(np.int64), np.dtype(np.float64)
@@ -101,14 +101,14 @@ def unstack(columns: Any, count: int) -> List[List[List[Any]]]:
             if not (isinstance(like, int) and 0 <= like < len(columns) and "a" in columns[like]):
                 raise ValueError(f"operator state column {i}/{key} refers to column {like!r}, "
                                  f"which holds no arrays")
-            column = dict(columns[like], at=at)
+            column = dict(columns[like], at=at, a=np.array(columns[like]["a"]))   # its own
         if "a" in column:
             lengths = np.asarray(column["n"], dtype=np.int64)
             values: Sequence[Any] = _split(np.asarray(column["a"]), lengths, at.shape[0])
         elif "f" in column or "i" in column:
             values = np.asarray(column["f" if "f" in column else "i"]).tolist()
         else:
-            values = column["x"]
+            values = [unpack(v) for v in column["x"]]
         if len(values) != at.shape[0]:
             raise ValueError(f"operator state column {i}/{key}: {len(values)} values for "
                              f"{at.shape[0]} ranks")
@@ -122,4 +122,5 @@ def _split(flat: np.ndarray, lengths: np.ndarray, count: int) -> List[np.ndarray
             or int(lengths.sum()) != flat.shape[0]:
         raise ValueError(f"array lengths {lengths.tolist()[:8]}... do not fit {flat.shape[0]} "
                          f"values")
-    return np.split(flat, np.cumsum(lengths)[:-1]) if count else []
+    ends = np.cumsum(lengths).tolist()
+    return [flat[a:b] for a, b in zip([0] + ends[:-1], ends)]

@@ -38,13 +38,12 @@ def same(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-def test_columns_through_the_snapshot_unpack_to_what_rank_by_rank_states_unpack_to():
+def test_columns_through_the_snapshot_come_back_as_rank_by_rank_states_unpack():
     ranks = [rank_states(r) for r in range(6)]
     back = unstack(saved(stack(ranks)), len(ranks))
     for r, states in enumerate(ranks):
         want = [[i, unpack(s)] for i, s in saved([[i, pack(s)] for i, s in states])]
-        got = [[i, unpack(s)] for i, s in back[r]]
-        assert same(got, want), r
+        assert same(back[r], want), r
 
 
 def saved(doc):
@@ -87,6 +86,7 @@ def test_a_column_equal_to_an_earlier_one_refers_to_it_and_comes_back_whole():
     for r in range(3):
         assert [s["s"].tolist() for _, s in back[r]] == [list(range(r, r + 4))] * 2
         assert back[r][1][1]["v"].tolist() == (np.arange(4.0) * r + 1).tolist()
+        assert not np.shares_memory(back[r][0][1]["s"], back[r][1][1]["s"])   # one each
     by[(5, "s")]["like"] = columns.index(by[(5, "s")])       # itself: a column without arrays
     with pytest.raises(ValueError, match="holds no arrays"):
         unstack(columns, 3)

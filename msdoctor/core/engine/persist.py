@@ -1,0 +1,119 @@
+"""The rule engine's state in a snapshot: what :meth:`Engine.state_dict` saves and
+:meth:`Engine.load_state_dict` restores (operator carry-overs, alert states, per-rank facts).
+
+The operators' dict states of a run's ranks are saved as columns (:mod:`.stacked`); an engine
+with the same operators as the one that saved takes them back by index, one whose rules
+changed by operator key (an operator of a changed rule starts fresh).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+
+from msdoctor.core.engine.context import RankContext, RunContext, pack, unpack
+from msdoctor.core.engine.lifecycle import FIRING, AlertState
+from msdoctor.core.engine.stacked import stack, unstack
+from msdoctor.core.layers import LayerBook
+
+#: The layout of the engine's state (a different one is ignored: the engine starts fresh).
+STATE_VERSION = 1
+#: Per-rank facts saved as they are.
+FACTS = ("last_step", "last_t", "last_step_t", "first_event_t", "last_event_t", "running",
+         "gone", "heard_t")
+
+
+def state_of(engine: Any) -> Dict[str, Any]:
+    """The state of ``engine`` (an :class:`~msdoctor.core.engine.evaluator.Engine`): JSON
+    values and numpy arrays (``msdoctor.core.snapshot`` stores the arrays natively)."""
+    runs = {}
+    for name, rc in engine.runs.items():
+        ranks = {}
+        plain = []                   # each rank's dict states, saved as columns
+        for rank, ctx in rc.ranks.items():
+            kept = [(i, s) for i, s in enumerate(ctx.states) if s]
+            plain.append([(i, s) for i, s in kept if type(s) is dict])
+            ranks[str(rank)] = {
+                "states": [[i, pack(s)] for i, s in kept if type(s) is not dict],
+                "last": np.array(ctx.last, dtype=np.float64),
+                "alerts": {k: st.to_dict() for k, st in ctx.alerts.items()},
+                "firing": dict(ctx.firing), "firing_since": dict(ctx.firing_since),
+                "checkpoints": pack(ctx.checkpoints),
+                **{fact: getattr(ctx, fact) for fact in FACTS},
+            }
+        runs[name] = {"config": pack(rc.config), "expect": pack(rc.expect),
+                      "world_size": rc.world_size, "start_rank": rc.start_rank,
+                      "latest": {k: {str(r): pack(v) for r, v in d.items()}
+                                 for k, d in rc.latest.items()},
+                      "ranks": ranks, "stacked": stack(plain)}
+    return {"v": STATE_VERSION, "keys": engine.program.keys, "runs": runs,
+            "transitions": engine.transitions,
+            "reported": [list(k) for k in engine._reported], "layers": engine.layers.state_dict()}
+
+
+def restore(engine: Any, state: Dict[str, Any]) -> None:
+    """Resume ``engine`` from :func:`state_of` (nothing when the layout differs)."""
+    if not state or state.get("v") != STATE_VERSION:
+        return
+    saved_keys = state.get("keys")
+    engine.runs = {}
+    for name, saved in state.get("runs", {}).items():
+        rc = RunContext(name, unpack(saved.get("config") or {}),
+                        unpack(saved.get("expect") or {}), saved.get("world_size"),
+                        start_rank=saved.get("start_rank"))
+        rc.latest = {k: {int(r): unpack(v) for r, v in d.items()}
+                     for k, d in saved.get("latest", {}).items()}
+        engine.runs[name] = rc
+        saved_ranks = saved.get("ranks", {})
+        stacked = unstack(saved.get("stacked") or [], len(saved_ranks))
+        for (rank_s, rs), columns in zip(saved_ranks.items(), stacked):
+            ctx = engine.rank_context(name, int(rank_s))
+            _operators(ctx, engine.program.keys, saved_keys, rs, columns)
+            ctx.alerts = {k: AlertState.from_dict(d) for k, d in rs.get("alerts", {}).items()}
+            firing = rs.get("firing")
+            ctx.firing = (dict(firing) if isinstance(firing, dict) else
+                          {k: None for k, st in ctx.alerts.items() if st.state == FIRING})
+            since = rs.get("firing_since")
+            ctx.firing_since = dict(since) if isinstance(since, dict) else {}
+            checkpoints = rs.get("checkpoints")
+            ctx.checkpoints = unpack(checkpoints) if isinstance(checkpoints, list) else []
+            for fact in FACTS:
+                if fact in rs:
+                    setattr(ctx, fact, rs[fact])
+    engine.transitions = int(state.get("transitions", 0))
+    engine._reported = {tuple(k) for k in state.get("reported", [])}
+    engine.layers = LayerBook()
+    engine.layers.load_state_dict(state.get("layers") or {})
+
+
+def _operators(ctx: RankContext, keys: List[str], saved_keys: Any, saved: Dict[str, Any],
+               columns: List[List[Any]]) -> None:
+    """A rank's operator states and last values: by index when the operators are those that
+    saved them (``columns``: already unpacked), else by key."""
+    own, last = saved.get("states", {}), saved.get("last", {})
+    if saved_keys == keys and isinstance(own, list) and isinstance(last, np.ndarray) \
+            and last.shape == (len(keys),):
+        for i, packed in own:
+            ctx.states[i] = unpack(packed)
+        for i, ready in columns:
+            ctx.states[i] = ready
+        ctx.last = last.tolist()
+        return
+    if columns:
+        own = (own if isinstance(own, list) else []) + columns
+    states, by_key = _by_key(own, last, saved_keys)
+    for i, key in enumerate(keys):
+        if key in states:
+            ctx.states[i] = unpack(states[key])
+        if key in by_key:
+            ctx.last[i] = unpack(by_key[key])
+
+
+def _by_key(states: Any, last: Any, keys: Any) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """A rank's saved operator states and last values by operator key: saved as lists by
+    index into the snapshot's ``keys`` (or, in earlier snapshots, as dicts by key)."""
+    if isinstance(keys, list):
+        states = {keys[i]: s for i, s in states if isinstance(i, int) and 0 <= i < len(keys)}
+        if isinstance(last, np.ndarray) and last.shape[0] == len(keys):
+            last = dict(zip(keys, last.tolist()))
+    return (states if isinstance(states, dict) else {}), (last if isinstance(last, dict) else {})
