@@ -359,8 +359,8 @@ def regular_period(events: np.ndarray) -> float:
 
 
 #: A period among other onsets: the latest onset and CHAIN - 1 before it, each one period
-#: (within CHAIN_TOL steps) before the next, the other onsets in their span too sparse to have
-#: made the chain by chance (each lands in a slot of the chain less than CHAIN_CHANCE of the time).
+#: (within CHAIN_TOL steps) before the next, the other onsets in their span and in the window
+#: too sparse to have made the chain by chance (each in a slot less than CHAIN_CHANCE of the time).
 CHAIN = 4
 CHAIN_TOL = 2.0
 CHAIN_CHANCE = 0.1
@@ -369,15 +369,17 @@ CHAIN_CHANCE = 0.1
 def chained_period(events: np.ndarray) -> float:
     """The period of a chain of ``CHAIN`` onsets ending at the latest of ``events``, each
     exactly (within ``CHAIN_TOL`` steps) one period after the one before, other onsets between
-    them allowed (noise spiking among periodic spikes) if too few to have made it by chance
-    (each lands in a slot, 2 CHAIN_TOL + 1 steps or the closest two onsets' distance in a
-    sparse log, less than CHAIN_CHANCE of the time); 0 if none. The shortest such period
-    (tried from the nearest onset back), as the median of the chain's intervals."""
+    them allowed (noise spiking among periodic spikes) if too few, in the chain's span and in
+    the whole window, to have made it by chance (each lands in a slot, 2 CHAIN_TOL + 1 steps or
+    the closest two onsets' distance, less than CHAIN_CHANCE of the time); 0 if none. The shortest
+    such period (tried from the nearest onset back), as the median of the chain's intervals."""
     count = events.shape[0]
     if count <= CHAIN:              # all of them in the chain: regular_period has answered
         return 0.0
     e = events.astype(np.float64)
     slot = max(2 * CHAIN_TOL + 1, float(np.min(np.diff(e))))
+    if (count - CHAIN) * slot > CHAIN_CHANCE * (e[-1] - e[0]):     # a window busy with onsets
+        return 0.0
     for j in range(count - 2, CHAIN - 3, -1):
         d = e[-1] - e[j]
         chain, i = [e[-1], e[j]], j

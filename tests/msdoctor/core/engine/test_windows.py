@@ -315,6 +315,15 @@ def test_regular_period_finds_four_exactly_periodic_spikes_among_other_onsets():
     assert regular_period(busy) == 0.0
 
 
+def test_a_chain_in_a_window_busy_with_onsets_is_no_period():
+    # the same log later: a chain 16002, 16068, 16138, 16206 with only four onsets between its
+    # ends, but twenty onsets in the window: a slot is filled by chance one time in four there
+    busy = np.array([15720, 15784, 15788, 15792, 15822, 15836, 15840, 15864, 15888, 15952, 15960,
+                     15984, 16002, 16006, 16068, 16092, 16138, 16142, 16196, 16206])
+    assert regular_period(busy) == 0.0
+    assert regular_period(busy[12:]) == 68.0        # the chain's span alone is sparse enough
+
+
 def test_a_step_number_going_backwards_restarts_the_windows():
     steps = [1, 2, 3, 4, 2, 3]
     loss = [1.0, 2.0, 3.0, 4.0, 10.0, 20.0]
