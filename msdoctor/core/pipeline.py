@@ -399,35 +399,33 @@ class Pipeline:
     def run_forever(self, stop_event: threading.Event) -> None:
         """Poll until ``stop_event`` is set; snapshot periodically and at the end.
 
-        Polls back to back while there is a backlog; otherwise waits until a rank file
-        changes (inotify, :mod:`msdoctor.core.wake`; a woken poll starts at least
-        ``MIN_POLL_GAP``, and twice as long as the last polls took, after they started, so
-        changes that never stop take at most half of the sidecar's time) or ``poll_interval`` passes, whichever comes
-        first.
+        Polls back to back while a poll leaves lines unread; otherwise waits until a rank file
+        changes (inotify, :mod:`msdoctor.core.wake`, paced by its :class:`PollPacer`: at
+        most half of the sidecar's time goes to polls woken by changes) or ``poll_interval``
+        passes, whichever comes first.
         """
         if self.last_snapshot is None:
             self.last_snapshot = self.clock.now()
-        from msdoctor.core.wake import SpoolWaker  # ctypes: only a live sidecar needs it
+        from msdoctor.core.wake import PollPacer, SpoolWaker  # ctypes: only a live sidecar
 
         waker = SpoolWaker(self.run_dir) if self.run_dir is not None else None
+        pacer = PollPacer(MIN_POLL_GAP)
         try:
-            woke = time.monotonic()        # the polls since then ran back to back
             while not stop_event.is_set():
+                started = time.monotonic()
                 chunks = self.poll_once()
+                pacer.polled(started, bool(chunks))
                 if self.persist and self.snapshot_due():
                     self.save_snapshot()
-                if chunks:
-                    continue
+                if chunks and self.tailer is not None and self.tailer.behind():
+                    continue                        # a backlog: read on at once
                 if waker is not None and waker.native:
-                    busy = time.monotonic() - woke
                     waker.wait(self.poll_interval)
-                    # woken: at most half of the time goes to polls woken by changes
-                    gap = max(MIN_POLL_GAP, 2 * busy) - (time.monotonic() - woke)
+                    gap = pacer.gap()
                     if gap > 0:
                         stop_event.wait(gap)
                 else:
                     stop_event.wait(self.poll_interval)
-                woke = time.monotonic()
         finally:
             if waker is not None:
                 waker.close()

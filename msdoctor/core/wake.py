@@ -23,7 +23,7 @@ import select
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from msdoctor.wire.layout import EVENTS_DIR
 
@@ -130,3 +130,31 @@ class SpoolWaker:
                 if wd == self._wd and mask & _GONE:
                     self._wd, self._watching = -1, None
                 at += 16 + size
+
+
+class PollPacer:
+    """How long a poll woken by a change waits after the polls before it.
+
+    At least ``min_gap``, and as long as the longest poll that found input since the last
+    wake-up took, counted from the end of the last poll: changes that never stop take at most
+    half of the sidecar's time, while a long catch-up (many quick polls back to back) delays
+    the next alert by one poll's time, not by the whole catch-up's.
+    """
+
+    def __init__(self, min_gap: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.min_gap, self.clock = min_gap, clock
+        self.longest = 0.0
+        self.ended = clock()
+
+    def polled(self, started: float, found: bool) -> None:
+        """A poll that began at ``started`` (``clock`` time) ended now; ``found``: it read
+        something."""
+        self.ended = self.clock()
+        if found:
+            self.longest = max(self.longest, self.ended - started)
+
+    def gap(self) -> float:
+        """Seconds still to wait before the next poll (0: poll now); a new streak begins."""
+        wait = max(self.min_gap, self.longest) - (self.clock() - self.ended)
+        self.longest = 0.0
+        return max(0.0, wait)

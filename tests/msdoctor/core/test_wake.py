@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from msdoctor.core.wake import SpoolWaker
+from msdoctor.core.wake import PollPacer, SpoolWaker
 
 LONG = 60.0          # a liveness bound only: a change wakes the waiter long before
 
@@ -67,3 +67,51 @@ def test_without_inotify_the_waiter_sleeps_the_timeout(tmp_path, monkeypatch):
     write_soon(tmp_path / "events" / "rank-0.jsonl", b"x\n", delay=0).join()
     assert waker.wait(0.01) is False
     waker.close()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_long_catch_up_of_quick_polls_delays_the_next_poll_by_one_poll_not_by_the_catch_up():
+    clock = FakeClock()
+    pacer = PollPacer(0.02, clock)
+    for _ in range(30):                  # 30 polls of 0.1 s back to back, each with input
+        started = clock.now
+        clock.now += 0.1
+        pacer.polled(started, True)
+    pacer.polled(clock.now, False)       # the poll that found nothing ends the streak
+    clock.now += 0.01                    # a change wakes the sidecar
+    assert pacer.gap() == pytest.approx(0.09)
+
+
+def test_changes_that_never_stop_leave_the_sidecar_idle_as_long_as_it_polled():
+    clock = FakeClock()
+    pacer = PollPacer(0.02, clock)
+    busy = idle = 0.0
+    for _ in range(50):                  # each poll takes 0.3 s; the spool always changed
+        started = clock.now
+        clock.now += 0.3
+        pacer.polled(started, True)
+        busy += 0.3
+        pacer.polled(clock.now, False)   # woken at once
+        gap = pacer.gap()
+        clock.now += gap
+        idle += gap
+    assert busy / (busy + idle) == pytest.approx(0.5)
+
+
+def test_quick_polls_still_wait_the_minimum_gap_and_a_late_wake_waits_no_more():
+    clock = FakeClock()
+    pacer = PollPacer(0.02, clock)
+    pacer.polled(clock.now, True)        # a poll of no measurable time
+    assert pacer.gap() == pytest.approx(0.02)
+    started = clock.now
+    clock.now += 0.2
+    pacer.polled(started, True)
+    clock.now += 0.5                     # the wake came after the poll interval
+    assert pacer.gap() == 0.0
