@@ -62,8 +62,7 @@ def hung(history: np.ndarray, step_time: np.ndarray, busy: np.ndarray,
     usable[len(history)] = not opening
     at = np.flatnonzero(usable)                      # positions of the usable values
     before = np.searchsorted(at, rows + len(history))  # usable values before each judged row
-    typical[rows] = [_median(values, at[max(0, k - TYPICAL_WINDOW):k]) for k in before] \
-        if len(rows) < 16 else _medians(values, at, before)
+    typical[rows] = _medians(values, at, before)
     hang[rows] = busy[rows] > np.maximum(HANG_FACTOR * typical[rows], typical[rows] + HANG_MIN_S)
     first = np.flatnonzero(hang[rows])
     if not len(first):

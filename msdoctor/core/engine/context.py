@@ -68,8 +68,6 @@ def pack(value: Any) -> Any:
     if kind is dict:
         return {k if type(k) is str else str(k): v if type(v) in _PLAIN else pack(v)
                 for k, v in value.items()}
-    if kind is float:
-        return value if math.isfinite(value) else {"__float__": to_wire(value)}
     if isinstance(value, np.ndarray):
         return value.astype(np.int64 if value.dtype.kind in "iu" else np.float64, copy=False)
     if isinstance(value, float):
