@@ -338,6 +338,7 @@ class Ln(Node):
     """``ln(x)``: the natural logarithm, NaN where x <= 0."""
 
     name = "ln"
+    rowwise = True
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
         (a, ma), = args
@@ -374,20 +375,24 @@ class RunFact(Node):
     """``expected(NAME)``, ``config(NAME)``, ``world_size()``, ``rank_count()``: per-run facts."""
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        run = frame.rank.run
+        return np.full(frame.n, self.value(frame.rank.run)), False
+
+    def value(self, run: Any) -> float:
+        """The fact of ``run`` (NaN when it does not state it)."""
         if self.name == "expected":
-            value = _number(run.expect.get(self.params[0]))
-        elif self.name == "config":
-            value = _number(run.config.get(self.params[0]))
-        elif self.name == "world_size":
-            value = _number(run.world_size)
-        else:  # rank_count
-            value = float(len(run.ranks))
-        return np.full(frame.n, value), False
+            return _number(run.expect.get(self.params[0]))
+        if self.name == "config":
+            return _number(run.config.get(self.params[0]))
+        if self.name == "world_size":
+            return _number(run.world_size)
+        return float(len(run.ranks))              # rank_count
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
         segs = frame.segments
-        values = np.array([self.evaluate(f, args, {})[0][0] for f in segs.frames])
+        runs = [f.rank.run for f in segs.frames]
+        if all(run is runs[0] for run in runs):
+            return np.full(frame.n, self.value(runs[0])), False
+        values = np.array([self.value(run) for run in runs])
         return values[segs.seg], False
 
 
@@ -416,6 +421,14 @@ class Clock(Node):
             since = rank.last_event_t
         value = math.nan if since is None else frame.now - since
         return np.full(frame.n, value), None
+
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        segs = frame.segments
+        if frame.now is None and self.name != "running":
+            return np.zeros(frame.n), None
+        values = np.array([self.evaluate(f, args, {})[0][0] if f.n else math.nan
+                           for f in segs.frames])
+        return values[segs.seg], None
 
 
 class RankMedian(Node):

@@ -121,8 +121,11 @@ class Program:
                     if node.rowwise:
                         outs[i] = node.evaluate(frame, args, {})  # type: ignore[arg-type]
                         continue
-                    mine = [s[i] for s in states]
                     many = getattr(node, "evaluate_segments", None)
+                    if many is not None and not node.stateful:
+                        outs[i] = many(frame, args, states)    # per-rank states unused
+                        continue
+                    mine = [s[i] for s in states]
                     if many is not None:
                         outs[i] = many(frame, args, mine)
                     else:

@@ -28,7 +28,8 @@ EXPRESSIONS = ["first_max(x, 3)", "mean(x, 20)", "sum(x, 20)", "count(x, 20)", "
                "robust_z(x, 100, 10)", "robust_z(x, 200) > 2 and median(x, 200) > 0",
                "repeat_count(x > 3)", "nonfinite(x)", "first_max(x, 50)", "ewma(x, 0.1)",
                "steps_since_change(x > 3)", "spike_period(x, 200)", "spike_period(x, 200, 10)", "episodes(x > 4, 50)",
-               "baseline(x, 10, 40)", "rank_median(x)", "x + step"]
+               "baseline(x, 10, 40)", "rank_median(x)", "x + step", "ln(x)", "x + running()",
+               "x + seconds_since_step()", "x * rank_count()"]
 RANKS = 5
 
 
