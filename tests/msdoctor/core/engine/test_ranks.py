@@ -29,7 +29,7 @@ EXPRESSIONS = ["first_max(x, 3)", "mean(x, 20)", "sum(x, 20)", "count(x, 20)", "
                "repeat_count(x > 3)", "nonfinite(x)", "first_max(x, 50)", "ewma(x, 0.1)",
                "steps_since_change(x > 3)", "spike_period(x, 200)", "spike_period(x, 200, 10)", "episodes(x > 4, 50)",
                "baseline(x, 10, 40)", "rank_median(x)", "x + step", "ln(x)", "x + running()",
-               "x + seconds_since_step()", "x * rank_count()"]
+               "x + seconds_since_step()"]
 RANKS = 5
 
 
