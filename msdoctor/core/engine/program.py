@@ -28,11 +28,12 @@ class CompiledRule:
     value: int
     values: Dict[str, int] = field(default_factory=dict)
     uses: Tuple[int, ...] = ()              # every operator it depends on
+    #: its annotations name the last good checkpoint (``{{ $checkpoint }}``)
+    names_checkpoint: bool = field(init=False)
 
-    @property
-    def names_checkpoint(self) -> bool:
-        """Its annotations name the last good checkpoint (``{{ $checkpoint }}``)."""
-        return any(ref.ref == "checkpoint" for t in self.rule.templates.values() for ref in t.refs())
+    def __post_init__(self) -> None:
+        self.names_checkpoint = any(ref.ref == "checkpoint" for t in self.rule.templates.values()
+                                    for ref in t.refs())
 
 
 class Program:
