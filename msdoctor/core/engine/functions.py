@@ -6,6 +6,7 @@ from typing import Callable, Dict, List, Sequence, Tuple, Type, Union
 
 import msdoctor.core.engine.nodes as nodes
 import msdoctor.core.engine.orderstats as orderstats
+import msdoctor.core.engine.rankmedian as rankmedian
 import msdoctor.core.engine.sequences as sequences
 import msdoctor.core.engine.trend as trend
 import msdoctor.core.engine.windows as windows
@@ -100,7 +101,7 @@ def _table() -> Dict[str, Function]:
         ("last", (EXPR,), _cls(nodes.Last, "last"), False, "last(x)"),
         ("expected", (IDENT,), _cls(nodes.RunFact, "expected"), False, "expected(NAME)"),
         ("config", (IDENT,), _cls(nodes.RunFact, "config"), False, "config(NAME)"),
-        ("rank_median", (EXPR,), _cls(nodes.RankMedian, "rank_median"), True, "rank_median(x)"),
+        ("rank_median", (EXPR,), _cls(rankmedian.RankMedian, "rank_median"), True, "rank_median(x)"),
         ("rank_count", (), _cls(nodes.RunFact, "rank_count"), False, "rank_count()"),
         ("world_size", (), _cls(nodes.RunFact, "world_size"), False, "world_size()"),
         ("seconds_since_step", (), _cls(nodes.Clock, "seconds_since_step"), False,

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
+from msdoctor.core.engine import carries
 from msdoctor.core.engine.nodes import Frame, Node, Out
 
 _EMPTY_I = np.zeros(0, dtype=np.int64)
@@ -153,20 +154,40 @@ class LastN(WindowNode):
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
         n, m = self.n_steps, self.least_points
-        S, V, hi = gather(frame, args[0], state)
+        key = carries.carry_key(self.children[0].key, n, m)
+        shared = carries.shared_gather(frame, key, state)
+        if shared is None:
+            before = state["s"]
+            S, V, hi = gather(frame, args[0], state)
+        else:
+            S, V, hi, owner = shared
         lo = at_least(search_right(S, frame.steps - n), hi, m, 0)
         out = self.reduce(V, lo, hi, V[0] if V.shape[0] else 0.0)
-        keep(state, S, V, frame, n, extra_before=m)
+        if shared is None:
+            keep(state, S, V, frame, n, extra_before=m)
+            carries.share(frame, key, before, S, V, hi, state)
+        else:
+            carries.take([owner], [state])
         return out, args[0][1]
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
         from msdoctor.core.engine.segments import gather_segments, keep_segments, segment_refs
         n, m = self.n_steps, self.least_points
-        K, V, hi, start = gather_segments(frame, args[0], states)
+        key = carries.carry_key(self.children[0].key, n, m)
+        shared = carries.shared_gather_segments(frame, key, states)
+        if shared is None:
+            before = [st["s"] for st in states]
+            K, V, hi, start = gather_segments(frame, args[0], states)
+        else:
+            K, V, hi, start, owners = shared
         lo = np.searchsorted(K, frame.segments.keys - n, side="right")
         lo = at_least(lo, hi, m, start[frame.segments.seg])
         out = self.reduce(V, lo, hi, segment_refs(V, start))
-        keep_segments(states, K, V, frame, start, n, extra_before=m)
+        if shared is None:
+            keep_segments(states, K, V, frame, start, n, extra_before=m)
+            carries.share_segments(frame, key, before, (K, V, hi, start), states)
+        else:
+            carries.take(owners, states)
         return out, args[0][1]
 
 

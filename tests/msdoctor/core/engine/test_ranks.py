@@ -29,7 +29,8 @@ EXPRESSIONS = ["first_max(x, 3)", "mean(x, 20)", "sum(x, 20)", "count(x, 20)", "
                "repeat_count(x > 3)", "nonfinite(x)", "first_max(x, 50)", "ewma(x, 0.1)",
                "steps_since_change(x > 3)", "spike_period(x, 200)", "spike_period(x, 200, 10)", "episodes(x > 4, 50)",
                "baseline(x, 10, 40)", "rank_median(x)", "x + step", "ln(x)", "x + running()",
-               "x + seconds_since_step()"]
+               "x + seconds_since_step()", "mean(x, 20) + count(x, 20) - max(x, 20)",
+               "sum(x, 12, 6) * min(x, 12, 6) + std(x, 12, 6)"]
 RANKS = 5
 
 
