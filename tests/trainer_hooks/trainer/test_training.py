@@ -76,7 +76,11 @@ def test_the_ranks_of_one_launch_share_a_run_id_and_each_keeps_its_own_spool_and
     starts = [events(run, rank)[0] for rank in (0, 1)]
     assert [s["run"] for s in starts] == [run.name, run.name]
     assert [s["rank"] for s in starts] == [0, 1] and all(s["world_size"] == 2 for s in starts)
-    assert [len(steps_of(run, rank)) for rank in (0, 1)] == [280, 280]
+    first, last = steps_of(run, 0), steps_of(run, 1)
+    assert [e["step"] for e in last] == list(range(1, 281))
+    assert [e["step"] for e in first] == list(range(1, len(first) + 1))
+    stops = [e for e in events(run, 0) if e["type"] == "stop"]     # rank 0: until rank 1 ended
+    assert [e["step"] for e in stops] == [first[-1]["step"]] and stops[0]["t"] > last[-1]["t"]
     loss0 = [value(e, "loss") for e in steps_of(run, 0)[:20]]
     loss1 = [value(e, "loss") for e in steps_of(run, 1)[:20]]
     assert loss0 != loss1                                         # different shards and seeds

@@ -85,10 +85,12 @@ def train_in_cgroup(run_dir: Path, cache: Path, limit: int, *argv: str,
     return done.returncode
 
 
-def train_ranks(run_dir: Path, cache: Path, *per_rank: Sequence[str], timeout: float = 300
-                ) -> List[str]:
+def train_ranks(run_dir: Path, cache: Path, *per_rank: Sequence[str], timeout: float = 300,
+                until_last: bool = False) -> List[str]:
     """One trainer process per rank (RANK_ID/RANK_SIZE, as a launcher sets them) into one run
-    directory, at the same time; returns each rank's stderr."""
+    directory, at the same time; returns each rank's stderr. With ``until_last``, the other
+    ranks are stopped (the stop file) once the last rank has ended, their ``--steps`` only a
+    bound: they train side by side with it for as long as it trains, as a job's ranks do."""
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     procs = []
     for rank, argv in enumerate(per_rank):
@@ -97,7 +99,12 @@ def train_ranks(run_dir: Path, cache: Path, *per_rank: Sequence[str], timeout: f
         procs.append(subprocess.Popen(command(run_dir, cache, *argv), cwd=str(run_dir.parent),
                                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                       text=True))
-    errs = [p.communicate(timeout=timeout)[1] for p in procs]
+    last = procs[-1].communicate(timeout=timeout)[1]
+    if until_last:
+        stop = run_dir / "control" / "stop.json"
+        stop.parent.mkdir(exist_ok=True)
+        stop.write_text(json.dumps({"reason": "test: the last rank has ended"}))
+    errs = [p.communicate(timeout=timeout)[1] for p in procs[:-1]] + [last]
     for rank, (p, err) in enumerate(zip(procs, errs)):
         assert p.returncode == 0, f"rank {rank} failed ({p.returncode}):\n{err[-3000:]}"
     return errs
@@ -221,11 +228,16 @@ class Runs:
     }
     #: runs of several ranks at once (one process each): per-rank options
     RANKS = {
-        # rank 1's loader sleeps 100 ms a batch, at least 2x its compute: a straggler from step 1
-        "two-ranks": (("--steps", "280"), ("--steps", "280", "--inject", "slow-data@100")),
+        # rank 1's loader sleeps 100 ms a batch, at least 2x its compute: a straggler from step 1.
+        # Rank 0 trains until rank 1 has ended (``UNTIL_LAST``; 4000 steps only bound it): each
+        # step of rank 1 is judged against rank 0's step time on the machine's load of that
+        # moment, not against the last one rank 0 had before it ended, ~2x earlier
+        "two-ranks": (("--steps", "4000"), ("--steps", "280", "--inject", "slow-data@100")),
         # MindFormers' output/log tree of two ranks, rank 1 with a NaN
         "mf-two-ranks": (("--steps", "40"), ("--steps", "40", "--inject", "nan@30")),
     }
+    #: runs of :attr:`RANKS` whose other ranks are stopped once the last rank has ended
+    UNTIL_LAST = ("two-ranks",)
     #: runs launched by MindSpore's ``msrun`` (two workers): the same options for every rank
     MSRUN = {
         "mf-msrun": ("--steps", "40", "--inject", "nan@30", "--inject-rank", "1"),
@@ -298,7 +310,8 @@ class Runs:
             watched_ranks(run_dir, self.cache, *self.RANKS_WATCHED[name],
                           starts=self.STARTS.get(name, {}))
         elif name in self.RANKS:
-            train_ranks(run_dir, self.cache, *self.RANKS[name], timeout=LIVENESS)
+            train_ranks(run_dir, self.cache, *self.RANKS[name], timeout=LIVENESS,
+                        until_last=name in self.UNTIL_LAST)
         elif name in self.MSRUN:
             train_msrun(run_dir, self.cache, msrun_log(run_dir), *self.MSRUN[name], timeout=LIVENESS)
         elif name in self.FROM:
