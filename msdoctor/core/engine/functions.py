@@ -93,6 +93,8 @@ def _table() -> Dict[str, Function]:
          "baseline(x, warmup, n)"),
         ("powerlaw_miss", (EXPR, ALPHA), _cls(trend.PowerLawMiss, "powerlaw_miss"), True,
          "powerlaw_miss(x, f)"),
+        ("powerlaw_stall", (EXPR, ALPHA), _cls(trend.PowerLawStall, "powerlaw_stall"), True,
+         "powerlaw_stall(x, f)"),
         ("first_max", x_n, _cls(sequences.FirstMax, "first_max"), True, "first_max(x, n)"),
         ("episodes", x_n, _cls(sequences.Episodes, "episodes"), True, "episodes(x, n)"),
         ("abs", (EXPR,), _cls(nodes.Abs, "abs"), False, "abs(x)"),

@@ -14,6 +14,11 @@ recent and history counts and the extrapolation distance) and the line falls (sl
 ``MISS_Z`` standard errors); else 0. 0: the loss follows its curve; 1: it stayed at the
 history's mean level; NaN until both parts hold ``MIN_RECENT`` / ``MIN_HISTORY`` points. The
 value is held until the next bin closes. Memory: 25 bins of six sums.
+
+``powerlaw_stall(x, f)`` counts the predicted fall from where the recent window begins instead
+of from the history's mean: 1 when x stayed at the level where its history ended (a stall that
+``powerlaw_miss`` scores about 1/3). The residual variance has a floor (``RESID_FLOOR``) so that
+an exactly flat or exactly power-law history, whose sums only round, is not read as a trend.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ from msdoctor.core.engine.windows import point_rows
 BINS_RECENT, BINS_HISTORY = 8, 16
 MIN_RECENT, MIN_HISTORY = 3, 6
 MISS_Z = 4.0
+RESID_FLOOR = 1e-18     # variance of log(x) below which the residuals are rounding (1e-9 relative)
 _FIELDS = 6     # n, sum u, sum y, sum u^2, sum u*y, sum y^2 (u = log step, y = log x)
 
 
@@ -36,8 +42,9 @@ def bin_width(f: float) -> float:
     return math.log1p(f) / BINS_RECENT
 
 
-def miss_from_bins(sums: np.ndarray) -> float:
-    """The statistic from the 24 newest closed bins' sums (oldest first, zeros for empty)."""
+def miss_from_bins(sums: np.ndarray, edge: float = math.nan) -> float:
+    """The statistic from the 24 newest closed bins' sums (oldest first, zeros for empty);
+    with ``edge`` (log-step where the recent window begins) the fall is counted from there."""
     hist = sums[:BINS_HISTORY].sum(axis=0)
     rec = sums[BINS_HISTORY:].sum(axis=0)
     nh, nr = hist[0], rec[0]
@@ -49,8 +56,9 @@ def miss_from_bins(sums: np.ndarray) -> float:
         return math.nan
     slope = (hist[4] - nh * uh * yh) / suu
     resid = max(hist[5] - nh * yh * yh - slope * slope * suu, 0.0) / max(nh - 2, 1)
+    resid = max(resid, RESID_FLOOR)      # the sums' rounding must not pass for a trend
     ur, yr = rec[1] / nr, rec[2] / nr
-    fall = -slope * (ur - uh)
+    fall = -slope * (ur - (uh if math.isnan(edge) else edge))
     excess = yr - (yh + slope * (ur - uh))
     se = math.sqrt(resid * (1.0 / nr + 1.0 / nh + (ur - uh) ** 2 / suu))
     slope_se = math.sqrt(resid / suu)
@@ -85,7 +93,7 @@ class PowerLawMiss(Node):
         while start < rows.shape[0]:
             stop = int(np.searchsorted(b, b[start], side="right"))
             if b[start] != state["bin"]:                 # the open bin closes
-                state["value"] = self._close(state, int(b[start]))
+                state["value"] = self._close(state, int(b[start]), float(self.params[0]))
             seg_u, seg_y = u[start:stop], y[start:stop]
             add = np.array([stop - start, seg_u.sum(), seg_y.sum(), (seg_u * seg_u).sum(),
                             (seg_u * seg_y).sum(), (seg_y * seg_y).sum()])
@@ -98,8 +106,9 @@ class PowerLawMiss(Node):
         point[rows] = True
         return locf(full, point, state, "value_row"), mask
 
-    @staticmethod
-    def _close(state: Dict[str, Any], new_bin: int) -> float:
+    edge = False        # PowerLawStall: the fall counted from the recent window's start
+
+    def _close(self, state: Dict[str, Any], new_bin: int, f: float) -> float:
         """Close the open bin (if any), open ``new_bin``; the statistic of the closed bins."""
         ids, sums = state["ids"], state["sums"]
         value = state["value"]
@@ -109,8 +118,17 @@ class PowerLawMiss(Node):
             ids, sums = ids[keep], sums[keep]
             window = np.zeros((BINS_RECENT + BINS_HISTORY, _FIELDS))
             window[ids - newest + BINS_RECENT + BINS_HISTORY - 1] = sums
-            value = miss_from_bins(window)
+            edge = (newest - BINS_RECENT + 1) * bin_width(f) if self.edge else math.nan
+            value = miss_from_bins(window, edge)
         state["ids"] = np.append(ids, new_bin)
         state["sums"] = np.vstack((sums, np.zeros((1, _FIELDS))))
         state["bin"] = new_bin
         return value
+
+
+class PowerLawStall(PowerLawMiss):
+    """``powerlaw_stall(x, f)``: as ``powerlaw_miss`` but the share of the fall predicted from
+    the start of the recent window (1: x stayed at the level where its history ended)."""
+
+    name = "powerlaw_stall"
+    edge = True

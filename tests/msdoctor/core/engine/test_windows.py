@@ -368,8 +368,9 @@ def test_adjacent_true_points_are_one_episode_and_old_episodes_leave_the_window(
         assert got[39] == 0                             # step 40: none in (30, 40]
 
 
-def _powerlaw_miss_reference(steps, values, f: float) -> np.ndarray:
-    """Per row: the fit of the 24 closed log-step bins before the row's bin, with np.polyfit."""
+def _powerlaw_miss_reference(steps, values, f: float, edge: bool = False) -> np.ndarray:
+    """Per row: the fit of the 24 closed log-step bins before the row's bin, with np.polyfit;
+    ``edge``: the fall counted from where the recent bins begin (``powerlaw_stall``)."""
     w = math.log1p(f) / 8
     out, last = [], math.nan
     pts = [(int(s), float(v)) for s, v in zip(steps, values)
@@ -393,11 +394,11 @@ def _powerlaw_miss_reference(steps, values, f: float) -> np.ndarray:
         else:
             slope, icpt = np.polyfit(hist[:, 0], hist[:, 1], 1)
             res = hist[:, 1] - (icpt + slope * hist[:, 0])
-            var = (res ** 2).sum() / max(len(hist) - 2, 1)
+            var = max((res ** 2).sum() / max(len(hist) - 2, 1), 1e-18)
             uh, ur = hist[:, 0].mean(), rec[:, 0].mean()
             suu = ((hist[:, 0] - uh) ** 2).sum()
             excess = rec[:, 1].mean() - (icpt + slope * ur)
-            fall = -slope * (ur - uh)
+            fall = -slope * (ur - ((newest - 7) * w if edge else uh))
             se = math.sqrt(var * (1 / len(rec) + 1 / len(hist) + (ur - uh) ** 2 / suu))
             ok = fall > 0 and -slope >= 4 * math.sqrt(var / suu) and excess >= 4 * se
             value = excess / fall if ok else 0.0
@@ -423,6 +424,32 @@ def test_powerlaw_miss_matches_a_polyfit_reference_for_every_batch_cut(sparse):
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-9, equal_nan=True,
                                    err_msg=str(sizes))
     assert np.nanmax(expected[stop:]) > 0.5 and np.nanmax(expected[:stop]) < 0.5
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_powerlaw_stall_matches_the_reference_counting_the_fall_from_the_recent_start(sparse):
+    rng = np.random.default_rng(5)
+    steps, _ = make_series(seed=6, n=300, sparse=sparse, holes=False)
+    steps = steps - 99
+    loss = 6.0 * steps.astype(float) ** -0.3 * np.exp(0.01 * rng.standard_normal(steps.shape[0]))
+    stop = steps.shape[0] // 2
+    loss[stop:] = loss[stop - 1]
+    expected = _powerlaw_miss_reference(steps, list(loss), 0.2, edge=True)
+    for sizes in SIZES:
+        got = run_expr("powerlaw_stall(loss, 0.2)", steps, {"loss": list(loss)}, sizes)
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-9, equal_nan=True,
+                                   err_msg=str(sizes))
+    assert np.nanmax(expected[stop:]) > 1.2 and np.nanmax(expected[:stop]) < 0.5
+
+
+def test_powerlaw_stall_is_near_one_on_a_loss_that_stays_where_its_history_ended():
+    steps = np.arange(1, 3001)
+    loss = 10.0 * steps.astype(float) ** -0.3
+    loss[2000:] = loss[1999]
+    got = run_expr("powerlaw_stall(loss, 0.2)", steps, {"loss": list(loss)}, [500])
+    miss = run_expr("powerlaw_miss(loss, 0.2)", steps, {"loss": list(loss)}, [500])
+    assert 0.8 < got[2400] < 1.2 and miss[2400] < 0.5     # the recent window: (2500, 3000]
+    assert np.nanmax(got[:2000]) < 1e-6
 
 
 def test_powerlaw_miss_is_zero_on_a_power_law_that_merely_slows_down():
