@@ -65,6 +65,13 @@ def _spike_period(children: List[Node], params: List[float]) -> Node:
     return _cls(orderstats.SpikePeriod, "spike_period")([z], [n])
 
 
+def _jump(children: List[Node], params: List[float]) -> Node:
+    """``jump(x, k)``: x over the highest of its k points before (records, not steps)."""
+    before = _cls(windows.Prev, "prev")(children, [1.0])
+    highest = _cls(windows.MinMax, "max")([before], [1.0, float(params[0])])
+    return nodes.BinOp([children[0], highest], ["/"])
+
+
 def _table() -> Dict[str, Function]:
     x_n = (EXPR, STEPS)
     specs: Sequence[Tuple[str, Tuple[str, ...], Callable, bool, str]] = [
@@ -96,6 +103,7 @@ def _table() -> Dict[str, Function]:
         ("powerlaw_stall", (EXPR, ALPHA), _cls(trend.PowerLawStall, "powerlaw_stall"), True,
          "powerlaw_stall(x, f)"),
         ("first_max", x_n, _cls(sequences.FirstMax, "first_max"), True, "first_max(x, n)"),
+        ("jump", x_n, _jump, True, "jump(x, k)"),
         ("episodes", x_n, _cls(sequences.Episodes, "episodes"), True, "episodes(x, n)"),
         ("abs", (EXPR,), _cls(nodes.Abs, "abs"), False, "abs(x)"),
         ("ln", (EXPR,), _cls(nodes.Ln, "ln"), False, "ln(x)"),

@@ -28,6 +28,7 @@ ACCEPTED = [
     "spike_period(loss, 2000, 10) >= 5", "powerlaw_miss(loss, 1) > 0.5",
     "powerlaw_stall(loss, 0.2) > 1",
     "loss > 3 * first_max(prev(loss, 2), 20)", "std(loss, 500, 20) > 0.1 * mean(loss, 500, 20)",
+    "jump(loss, 5) > 2 * max(prev(jump(loss, 5), 1), 1000, 300)",
 ]
 
 

@@ -23,7 +23,7 @@ from tests.msdoctor.core.engine.test_windows import make_series
 EXPRESSIONS = ["first_max(x, 3)", "mean(x, 20)", "sum(x, 20)", "count(x, 20)", "std(x, 20)", "min(x, 20)",
                "max(x, 33)", "median(x, 15)", "median(x, 100)", "median(x, 15, 8)",
                "median(x, 100, 12)", "quantile(x, 15, 0.9)", "quantile(x, 100, 0.25, 12)",
-               "delta(x, 10)", "prev(x, 2)", "slope(x, 30)", "mean(x, 20, 8)", "std(x, 12, 6)",
+               "delta(x, 10)", "prev(x, 2)", "jump(x, 5)", "slope(x, 30)", "mean(x, 20, 8)", "std(x, 12, 6)",
                "max(x, 10, 5)", "slope(x, 30, 10)", "rel_change(x, 25)", "robust_z(x, 20)",
                "robust_z(x, 100, 10)", "robust_z(x, 200) > 2 and median(x, 200) > 0",
                "repeat_count(x > 3)", "nonfinite(x)", "first_max(x, 50)", "ewma(x, 0.1)",

@@ -243,6 +243,34 @@ def test_first_max_freezes_after_n_finite_points():
         assert got.tolist() == [1, 1, 5, 5, 5, 5, 5, 5]
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_jump_is_the_loss_over_the_highest_of_the_records_before_for_every_batch_cut(sparse):
+    steps, values = make_series(seed=5, sparse=sparse, holes=False)
+    missing = [v if i % 7 else None for i, v in enumerate(values)]      # rows not recorded
+    kept = [v for v in missing if v is not None]
+    expected_points = [math.nan] + [kept[i] / max(kept[max(0, i - 5):i])
+                                    for i in range(1, len(kept))]
+    expected = _locf([expected_points.pop(0) if v is not None else None for v in missing],
+                     math.nan)
+    for sizes in SIZES:
+        got = run_expr("jump(loss, 5)", steps, {"loss": missing}, sizes)
+        np.testing.assert_allclose(got, expected, rtol=1e-12, equal_nan=True,
+                                   err_msg=f"batch sizes {sizes}")
+
+
+def test_jump_is_scale_free_and_counts_records_not_steps():
+    loss = [4.0, 3.0, 2.0, 1.0, 1.0, 1.0, 3.0]
+    for scale, every in ((1.0, 1), (1e-3, 10), (1e3, 100)):
+        steps = [every * (i + 1) for i in range(len(loss))]
+        got = run_expr("jump(loss, 3)", steps, {"loss": [scale * v for v in loss]}, [3])
+        np.testing.assert_allclose(got, [math.nan, 0.75, 0.5, 0.25, 1 / 3, 0.5, 3.0])
+
+
+def test_jump_of_a_recorded_nan_is_nan():
+    got = run_expr("jump(loss, 2)", [1, 2, 3, 4], {"loss": [1.0, 2.0, math.nan, 4.0]}, [10])
+    np.testing.assert_allclose(got, [math.nan, 2.0, math.nan, 2.0])
+
+
 def test_baseline_is_nan_until_its_window_passed_then_frozen():
     steps = list(range(10, 30))
     tps = [float(i) for i in range(20)]
