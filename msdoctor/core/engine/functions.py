@@ -6,6 +6,7 @@ from typing import Callable, Dict, List, Sequence, Tuple, Type, Union
 
 import msdoctor.core.engine.nodes as nodes
 import msdoctor.core.engine.orderstats as orderstats
+import msdoctor.core.engine.periods as periods
 import msdoctor.core.engine.rankmedian as rankmedian
 import msdoctor.core.engine.sequences as sequences
 import msdoctor.core.engine.trend as trend
@@ -62,7 +63,7 @@ def _spike_period(children: List[Node], params: List[float]) -> Node:
     z_params: List[Param] = [float(max(16, n // 10))]
     z_params.extend(params[1:2])
     z = _cls(orderstats.RobustZ, "robust_z")(children, z_params)
-    return _cls(orderstats.SpikePeriod, "spike_period")([z], [n])
+    return _cls(periods.SpikePeriod, "spike_period")([z], [n])
 
 
 def _jump(children: List[Node], params: List[float]) -> Node:

@@ -1,4 +1,4 @@
-"""Order statistics over step windows: ``median quantile robust_z spike_period baseline``.
+"""Order statistics over step windows: ``median quantile robust_z baseline``.
 
 A sliding median cannot be done with cumulative sums. For long windows it is
 computed at *anchor* steps only (every ``ceil(n/32)``-th step number, exact at
@@ -32,7 +32,6 @@ from msdoctor.core.engine.windows import (
     _EMPTY_I,
     WindowNode,
     _first,
-    episode_starts,
     gather,
     keep,
     point_rows,
@@ -41,7 +40,6 @@ from msdoctor.core.engine.windows import (
 
 MAD_SCALE = 1.4826      # MAD -> standard deviation for normal data
 MEANAD_SCALE = 1.2533   # mean absolute deviation -> standard deviation
-SPIKE_Z = 6.0
 
 
 def stride(n: int) -> int:
@@ -328,126 +326,6 @@ class RobustZ(WindowNode):
             z = np.where(sc > 0, diff / sc, np.where(diff == 0, 0.0, np.sign(diff) * np.inf))
         z[~enough[inverse] | np.isnan(diff)] = np.nan
         return z
-
-
-#: Spike onsets a period needs: three after a quiet stretch (no onset in the QUIET * n steps
-#: before the window), four in a run whose loss spikes anyway (heavy-tailed noise), where two
-#: intervals agree by chance about one time in 30.
-ONSETS_AFTER_QUIET = 3
-ONSETS_IN_NOISE = 4
-QUIET = 4
-
-
-def regular_period(events: np.ndarray) -> float:
-    """The period of ``events`` (>= 3 step numbers) if their spacing is regular, else 0.
-
-    Intervals are compared with their median d: each must be within max(2, 5%) of
-    d or of 2d (one missed spike), and at least two must be ~d.
-    """
-    if events.shape[0] < ONSETS_AFTER_QUIET:
-        return 0.0
-    d = np.diff(events).astype(np.float64)
-    period = float(np.median(d))
-    if period <= 0:
-        return 0.0
-    k = np.rint(d / period)
-    tol = max(2.0, 0.05 * period)
-    ok = ((k == 1) | (k == 2)) & (np.abs(d - k * period) <= tol * np.maximum(k, 1))
-    if ok.all() and np.count_nonzero(k == 1) >= 2:
-        return period
-    return chained_period(events)
-
-
-#: A period among other onsets: the latest onset and CHAIN - 1 before it, each one period
-#: (within CHAIN_TOL steps) before the next, the other onsets in their span and in the window
-#: too sparse to have made the chain by chance (each in a slot less than CHAIN_CHANCE of the time).
-CHAIN = 4
-CHAIN_TOL = 2.0
-CHAIN_CHANCE = 0.1
-
-
-def chained_period(events: np.ndarray) -> float:
-    """The period of a chain of ``CHAIN`` onsets ending at the latest of ``events``, each
-    exactly (within ``CHAIN_TOL`` steps) one period after the one before, other onsets between
-    them allowed (noise spiking among periodic spikes) if too few, in the chain's span and in
-    the whole window, to have made it by chance (each lands in a slot, 2 CHAIN_TOL + 1 steps or
-    the closest two onsets' distance, less than CHAIN_CHANCE of the time); 0 if none. The shortest
-    such period (tried from the nearest onset back), as the median of the chain's intervals."""
-    count = events.shape[0]
-    if count <= CHAIN:              # all of them in the chain: regular_period has answered
-        return 0.0
-    e = events.astype(np.float64)
-    slot = max(2 * CHAIN_TOL + 1, float(np.min(np.diff(e))))
-    if (count - CHAIN) * slot > CHAIN_CHANCE * (e[-1] - e[0]):     # a window busy with onsets
-        return 0.0
-    for j in range(count - 2, CHAIN - 3, -1):
-        d = e[-1] - e[j]
-        chain, i = [e[-1], e[j]], j
-        while d > 2 * CHAIN_TOL and len(chain) < CHAIN:
-            i = int(np.searchsorted(e, chain[-1] - d - CHAIN_TOL, side="left"))
-            if i >= count or e[i] > chain[-1] - d + CHAIN_TOL:
-                break
-            chain.append(e[i])
-        others = count - i - CHAIN
-        if len(chain) == CHAIN and others * slot <= CHAIN_CHANCE * (chain[0] - chain[-1]):
-            return float(np.median(-np.diff(chain)))
-    return 0.0
-
-
-class SpikePeriod(Node):
-    """``spike_period(x, n[, m])``; its child is ``robust_z(x, max(16, n // 10)[, m])``
-    (spikes: z > 6; with ``m``, judged from m points of history on)."""
-
-    name = "spike_period"
-    stateful = True
-
-    def make_key(self) -> str:
-        least = "".join(f",{p}" for p in self.children[0].params[1:])
-        return f"spike_period({self.children[0].children[0].key},{self.params[0]}{least})"
-
-    def new_state(self) -> Dict[str, Any]:
-        return {"events": _EMPTY_I, "last_spike": math.nan}
-
-    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        n = int(self.params[0])
-        zvals, mask = args[0]
-        rows = point_rows(args[0], frame.n)
-        if rows is None:
-            rows = np.arange(frame.n)
-        spike_rows = rows[zvals[rows] > SPIKE_Z]
-        E, before, hi = episode_starts(frame, spike_rows, (QUIET + 1) * n, state, "events",
-                                       "last_spike")
-        lo = np.searchsorted(E, frame.steps - n, side="right")
-        quiet = lo == before                     # no onset in the stretch before the window
-        out = np.zeros(frame.n)
-        many = (hi - lo) >= np.where(quiet, ONSETS_AFTER_QUIET, ONSETS_IN_NOISE)
-        if many.any():
-            pairs = lo[many] * (E.shape[0] + 1) + hi[many]
-            uniq, inverse = np.unique(pairs, return_inverse=True)
-            periods = np.array([regular_period(E[p // (E.shape[0] + 1):p % (E.shape[0] + 1)])
-                                for p in uniq])
-            out[many] = periods[inverse]
-        return out, mask
-
-    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
-        """0 for the ranks with no spike in the batch and fewer than three onsets kept (what
-        :meth:`evaluate` answers them, its state trimmed later); the others rank by rank."""
-        from msdoctor.core.engine.segments import some_ranks
-        segs = frame.segments
-        assert segs is not None
-        zvals, mask = args[0]
-        spiky = zvals > SPIKE_Z
-        if isinstance(mask, np.ndarray):
-            spiky &= mask
-        elif mask is False:
-            spiky[:] = False
-        busy = np.zeros(segs.count, dtype=bool)
-        busy[segs.seg[spiky]] = True
-        busy |= np.fromiter((st["events"].shape[0] >= ONSETS_AFTER_QUIET for st in states),
-                            dtype=bool, count=segs.count)
-        out = some_ranks(self, frame, args, states, np.flatnonzero(busy).tolist(),
-                         np.zeros(frame.n))
-        return out, mask
 
 
 class Baseline(Node):

@@ -7,7 +7,8 @@ from typing import Callable, List, Optional, Tuple
 import numpy as np
 import pytest
 
-from msdoctor.core.engine.orderstats import SPIKE_Z, regular_period, stride
+from msdoctor.core.engine.orderstats import stride
+from msdoctor.core.engine.periods import SPIKE_Z, regular_period
 from msdoctor.core.engine.sequences import ewma_points
 from tests.msdoctor.core.engine.helpers import run_expr
 
