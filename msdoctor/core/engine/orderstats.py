@@ -29,7 +29,6 @@ from msdoctor.core.engine.selection import (  # noqa: F401 - re-exported
 )
 from msdoctor.core.engine.windows import (
     _EMPTY_F,
-    _EMPTY_I,
     WindowNode,
     _first,
     gather,
