@@ -129,6 +129,26 @@ def test_spike_periods_of_many_ranks_at_once_equal_each_rank_alone_with_and_with
             np.testing.assert_array_equal(got[r], alone, err_msg=f"{expr}, rank {r}")
 
 
+
+def test_spikes_over_two_records_of_many_ranks_at_once_are_one_onset_as_each_rank_alone():
+    rng = np.random.default_rng(8)
+    steps = [10 * np.arange(1, 301) for _ in range(RANKS)]
+    values = []
+    for r in range(RANKS):
+        loss = 3.0 + 0.01 * rng.standard_normal(300)
+        if r % 2 == 0:                              # every 12 records, each spike two records long
+            loss[40 + r::12] += 1.0
+            loss[41 + r::12] += 0.8
+        values.append(loss.tolist())
+    plan = polls(12, 300)
+    expr = "spike_period(x - median(x, 20, 4), 500, 10)"
+    got = run_together(expr, steps, values, plan)
+    assert all((got[r] == 120.0).any() == (r % 2 == 0) for r in range(RANKS))
+    for r in range(RANKS):
+        alone = run_expr(signal(expr), steps[r], {"loss": values[r]},
+                         [k for p in plan for k in [p[r]] if k])
+        np.testing.assert_array_equal(got[r], alone, err_msg=f"rank {r}")
+
 def _compare_rank_median(expr, steps, values, plan, got) -> None:
     """rank_median: each rank's row against the others' latest values, computed by hand."""
     latest: Dict[int, float] = {}
