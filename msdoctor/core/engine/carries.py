@@ -28,37 +28,10 @@ def carry_key(child: str, span: int, extra: int) -> Tuple[Hashable, ...]:
     return ("carry", child, span, extra)
 
 
-def shared_gather(frame: Frame, key: Hashable, state: State
-                  ) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray, State]]:
-    """``(S, V, hi, owner)`` of an earlier operator whose carry is ``state``'s, or None."""
-    memo = frame.memo.get(key)
-    if memo is not None and memo[0] is state["s"]:
-        return memo[1], memo[2], memo[3], memo[4]
-    return None
-
-
-def share(frame: Frame, key: Hashable, before: np.ndarray, S: np.ndarray, V: np.ndarray,
-          hi: np.ndarray, state: State) -> None:
-    """After an operator gathered and kept its own carry: offer the gather to later ones
-    (``before``: its carry's steps before this batch), or take the first one's kept arrays
-    if this carry holds the same points."""
-    memo = frame.memo.get(key)
-    if memo is None:
-        frame.memo[key] = (before, S, V, hi, state)
-        return
-    adopt(memo[4], state)
-
-
-def adopt(owner: State, state: State) -> None:
-    """``state`` holds ``owner``'s arrays if both keep the same points."""
-    if state["s"] is owner["s"]:
-        return
-    if np.array_equal(state["s"], owner["s"]) and np.array_equal(state["v"], owner["v"]):
-        state["s"], state["v"] = owner["s"], owner["v"]
-
-
-def shared_gather_segments(frame: Frame, key: Hashable, states: List[State]) -> Optional[Any]:
-    """The many-rank :func:`shared_gather`: ``(K, V, hi, start, owners)`` or None."""
+def shared_gather(frame: Frame, key: Hashable, states: List[State]) -> Optional[Any]:
+    """``(S, V, hi, ...)`` of an earlier operator whose carries are ``states``' (one state per
+    rank of the frame; for many ranks ``(K, V, hi, start, owners)``, for one ``(S, V, hi,
+    owners)``), or None."""
     memo = frame.memo.get(key)
     if memo is None or len(memo[0]) != len(states):
         return None
@@ -67,15 +40,25 @@ def shared_gather_segments(frame: Frame, key: Hashable, states: List[State]) -> 
     return None
 
 
-def share_segments(frame: Frame, key: Hashable, before: List[np.ndarray],
-                   gathered: Tuple[Any, ...], states: List[State]) -> None:
-    """The many-rank :func:`share`."""
+def share(frame: Frame, key: Hashable, before: List[np.ndarray], gathered: Tuple[Any, ...],
+          states: List[State]) -> None:
+    """After an operator gathered and kept its own carries: offer the gather to later ones
+    (``before``: its carries' steps before this batch), or take the first one's kept arrays
+    where a carry holds the same points."""
     memo = frame.memo.get(key)
     if memo is None:
         frame.memo[key] = (before, *gathered, states)
         return
     for owner, state in zip(memo[-1], states):
         adopt(owner, state)
+
+
+def adopt(owner: State, state: State) -> None:
+    """``state`` holds ``owner``'s arrays if both keep the same points."""
+    if state["s"] is owner["s"]:
+        return
+    if np.array_equal(state["s"], owner["s"]) and np.array_equal(state["v"], owner["v"]):
+        state["s"], state["v"] = owner["s"], owner["v"]
 
 
 def take(owners: List[State], states: List[State]) -> None:

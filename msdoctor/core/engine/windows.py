@@ -155,26 +155,26 @@ class LastN(WindowNode):
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
         n, m = self.n_steps, self.least_points
         key = carries.carry_key(self.children[0].key, n, m)
-        shared = carries.shared_gather(frame, key, state)
+        shared = carries.shared_gather(frame, key, [state])
         if shared is None:
-            before = state["s"]
+            before = [state["s"]]
             S, V, hi = gather(frame, args[0], state)
         else:
-            S, V, hi, owner = shared
+            S, V, hi, owners = shared
         lo = at_least(search_right(S, frame.steps - n), hi, m, 0)
         out = self.reduce(V, lo, hi, V[0] if V.shape[0] else 0.0)
         if shared is None:
             keep(state, S, V, frame, n, extra_before=m)
-            carries.share(frame, key, before, S, V, hi, state)
+            carries.share(frame, key, before, (S, V, hi), [state])
         else:
-            carries.take([owner], [state])
+            carries.take(owners, [state])
         return out, args[0][1]
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
         from msdoctor.core.engine.segments import gather_segments, keep_segments, segment_refs
         n, m = self.n_steps, self.least_points
         key = carries.carry_key(self.children[0].key, n, m)
-        shared = carries.shared_gather_segments(frame, key, states)
+        shared = carries.shared_gather(frame, key, states)
         if shared is None:
             before = [st["s"] for st in states]
             K, V, hi, start = gather_segments(frame, args[0], states)
@@ -185,7 +185,7 @@ class LastN(WindowNode):
         out = self.reduce(V, lo, hi, segment_refs(V, start))
         if shared is None:
             keep_segments(states, K, V, frame, start, n, extra_before=m)
-            carries.share_segments(frame, key, before, (K, V, hi, start), states)
+            carries.share(frame, key, before, (K, V, hi, start), states)
         else:
             carries.take(owners, states)
         return out, args[0][1]
