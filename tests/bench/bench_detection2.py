@@ -18,7 +18,8 @@ job stops; run_end), and the firing transitions are scored per fault:
 A row passes when recall >= 0.9, >= 90 % of the runs are on time, and its alerts fire at
 most once per 10k healthy records; the last line checks all alerts together (<= 1 per 10k).
 
-    .venv/bin/python tests/bench/bench_detection2.py [--quick] [--rules DIR] [--json OUT]
+    .venv/bin/python tests/bench/bench_detection2.py [--quick] [--rules DIR] [--fault-seeds N ...]
+        [--healthy-seeds N ...] [--json OUT]
 """
 from __future__ import annotations
 
@@ -244,18 +245,20 @@ def format_table(scored: Dict) -> str:
     return "\n".join(lines)
 
 
-def run_bench(rules_dir: str, healthy_seeds: Sequence[int], fault_seed: int, per_kind: int,
-              scale: float, kinds: Sequence[str]) -> Dict:
-    """Generate, replay and score; one fresh engine per run."""
+def run_bench(rules_dir: str, healthy_seeds: Sequence[int], fault_seeds: Sequence[int],
+              per_kind: int, scale: float, kinds: Sequence[str]) -> Dict:
+    """Generate, replay and score; one fresh engine per run (``per_kind`` runs of every
+    fault per fault seed)."""
     rules = load_rules([rules_dir])
     severities = {r.alert: r.severity for r in rules}
     started = time.perf_counter()
     healthy = [replay(run, Engine(rules)) for seed in healthy_seeds
                for run in healthy_suite(seed, scale)]
-    faulty = [replay(run, Engine(rules)) for run in faulty_suite(fault_seed, per_kind, kinds)]
+    faulty = [replay(run, Engine(rules)) for seed in fault_seeds
+              for run in faulty_suite(seed, per_kind, kinds)]
     scored = score(healthy, faulty, severities)
     scored.update(rules_dir=os.path.abspath(rules_dir), healthy_seeds=list(healthy_seeds),
-                  fault_seed=fault_seed, per_kind=per_kind, scale=scale,
+                  fault_seeds=list(fault_seeds), per_kind=per_kind, scale=scale,
                   engine_seconds=sum(o.seconds for o in healthy + faulty),
                   wall_seconds=time.perf_counter() - started,
                   records=sum(o.run.records for o in healthy + faulty))
@@ -267,7 +270,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--rules", default=RULES_DIR, help="rules directory")
     parser.add_argument("--per-kind", type=int, default=12, help="faulty runs per fault")
     parser.add_argument("--healthy-seeds", type=int, nargs="+", default=list(HEALTHY_SEEDS))
-    parser.add_argument("--fault-seed", type=int, default=FAULT_SEED)
+    parser.add_argument("--fault-seed", "--fault-seeds", dest="fault_seeds", type=int,
+                        nargs="+", default=[FAULT_SEED],
+                        help="one labelled suite per seed (several: more runs per row)")
     parser.add_argument("--scale", type=float, default=1.0, help="healthy run lengths x this")
     parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=list(KINDS))
     parser.add_argument("--quick", action="store_true",
@@ -276,9 +281,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.per_kind, args.healthy_seeds, args.scale = 4, args.healthy_seeds[:1], 0.5
-    scored = run_bench(args.rules, args.healthy_seeds, args.fault_seed, args.per_kind,
+    scored = run_bench(args.rules, args.healthy_seeds, args.fault_seeds, args.per_kind,
                        args.scale, args.kinds)
-    print(f"== generator2: {args.per_kind} faulty runs per fault (seed {args.fault_seed}), "
+    print(f"== generator2: {args.per_kind} faulty runs per fault and seed (seeds "
+          f"{args.fault_seeds}), "
           f"healthy seeds {args.healthy_seeds} x{args.scale}, rules {args.rules}")
     print(format_table(scored))
     print(f"replayed {scored['records']} records in {scored['engine_seconds']:.1f} s of engine "
