@@ -122,7 +122,10 @@ def detection(o: Outcome) -> Dict:
                    "alert": None, "delay": None, "delay_steps": None,
                    "early_false": sum(1 for f in o.fired if f.step is not None
                                       and f.step < label.onset_step
-                                      and f.severity in ("warning", "critical"))}
+                                      and f.severity in ("warning", "critical")),
+                   "early_alerts": sorted(f.alert for f in o.fired if f.step is not None
+                                          and f.step < label.onset_step
+                                          and f.severity in ("warning", "critical"))}
     if not hits:
         return found
     first = hits[0]
@@ -198,6 +201,8 @@ def score(healthy: List[Outcome], faulty: List[Outcome], severities: Dict[str, s
                                "per_10k": sum(c.values()) * 1e4 / max(1, group_records[g]),
                                "alerts": dict(c.most_common())} for g, c in by_group.items()},
         "pre_onset_false": sum(d["early_false"] for d in found),
+        "pre_onset_by_alert": dict(Counter(a for d in found for a in d["early_alerts"])
+                                   .most_common()),
         "pre_onset_records": sum(int((t.step < o.run.label.onset_step).sum())
                                  for o in faulty for t in o.run.ranks.values()),
         "runs": found,
@@ -231,7 +236,9 @@ def format_table(scored: Dict) -> str:
                  f"{scored['false_per_10k']:.3f} per 10k (target <= {TARGET_FALSE_PER_10K}) "
                  f"{'PASS' if ok else 'FAIL'}")
     lines.append(f"before the onset of faulty runs: {scored['pre_onset_false']} warning/critical "
-                 f"in {scored['pre_onset_records']} records")
+                 f"in {scored['pre_onset_records']} records" + "".join(
+                     f"{', ' if i else ': '}{a} {n}"
+                     for i, (a, n) in enumerate(scored["pre_onset_by_alert"].items())))
     lines.append("false alerts per alert: " + (", ".join(
         f"{a} ({v['severity']}) {v['count']} = {v['per_10k']:.2f}/10k"
         for a, v in scored["false_by_alert"].items()) or "none"))
