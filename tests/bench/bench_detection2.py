@@ -116,16 +116,13 @@ def detection(o: Outcome) -> Dict:
     after.sort(key=lambda f: (f.step, f.t if f.t is not None else math.inf))
     hits = [f for f in after if pattern.fullmatch(f.alert)]
     serious = [f.alert for f in after if f.severity in ("warning", "critical")]
+    early = sorted(f.alert for f in o.fired if f.step is not None and f.step < label.onset_step
+                   and f.severity in ("warning", "critical"))
     found: Dict = {"run": o.run.run_id, "kind": label.kind, "timing": label.timing,
                    "logging": o.run.shape.logging, "unit": label.unit, "target": label.target,
                    "first_alert": serious[0] if serious else None, "detected": bool(hits),
                    "alert": None, "delay": None, "delay_steps": None,
-                   "early_false": sum(1 for f in o.fired if f.step is not None
-                                      and f.step < label.onset_step
-                                      and f.severity in ("warning", "critical")),
-                   "early_alerts": sorted(f.alert for f in o.fired if f.step is not None
-                                          and f.step < label.onset_step
-                                          and f.severity in ("warning", "critical"))}
+                   "early_alerts": early, "early_false": len(early)}
     if not hits:
         return found
     first = hits[0]

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 from msdoctor.core.engine.nodes import Frame, Node, Out
-from msdoctor.core.engine.windows import _EMPTY_F, _EMPTY_I, EPISODE_GAP, episode_starts, point_rows
+from msdoctor.core.engine.windows import _EMPTY_F, _EMPTY_I, episode_starts, point_rows
 
 SPIKE_Z = 6.0
 
@@ -127,14 +127,12 @@ class SpikePeriod(Node):
         if rows is None:
             rows = np.arange(frame.n)
         onsets, gaps = onset_rows(zvals, rows, frame.steps, state)
-        q = frame.steps[onsets]                  # the episodes' starts, as episode_starts finds
-        prev = np.concatenate(([state["last_spike"]], q[:-1].astype(np.float64)))
-        carry = state.get("gaps", _EMPTY_F)
+        carry = state.get("gaps", _EMPTY_F)     # the kept starts' record intervals
         if carry.shape[0] != state["events"].shape[0]:
             carry = np.ones(state["events"].shape[0])
-        G = np.concatenate((carry, gaps[~(q - prev < EPISODE_GAP)]))
-        E, before, hi = episode_starts(frame, onsets, (QUIET + 1) * n, state, "events",
-                                       "last_spike")
+        E, before, hi, new = episode_starts(frame, onsets, (QUIET + 1) * n, state, "events",
+                                            "last_spike")
+        G = np.concatenate((carry, gaps[new]))
         state["gaps"] = G[G.shape[0] - state["events"].shape[0]:]
         lo = np.searchsorted(E, frame.steps - n, side="right")
         quiet = lo == before                     # no onset in the stretch before the window

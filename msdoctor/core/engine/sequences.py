@@ -260,6 +260,6 @@ class Episodes(Node):
         if rows is None:
             rows = np.arange(frame.n)
         true_rows = rows[np.isfinite(v) & (v != 0)]
-        _, lo, hi = episode_starts(frame, true_rows, int(self.params[0]), state,
+        _, lo, hi, _ = episode_starts(frame, true_rows, int(self.params[0]), state,
                                    "starts", "last_true")
         return (hi - lo).astype(np.float64), args[0][1]

@@ -24,14 +24,15 @@ EPISODE_GAP = 3     # true points closer than this many steps belong to one epis
 
 
 def episode_starts(frame: Frame, true_rows: np.ndarray, n: int, state: Dict[str, Any],
-                   starts_key: str, last_key: str) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   starts_key: str, last_key: str
+                   ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Episodes of the rows ``true_rows`` (ascending) whose starts fall in each row's window.
 
     An episode starts at a true row at least ``EPISODE_GAP`` steps after the previous true row
     (``state[last_key]`` carries the last one over batches). Returns ``(E, lo, hi)``: the
     start steps, carry-over first, and for each row ``i`` the slice ``E[lo[i]:hi[i]]`` of those
     in ``(step - n, step]`` seen so far; ``state[starts_key]`` keeps the starts still inside the
-    window of the batch's last row.
+    window of the batch's last row. The fourth array marks the ``true_rows`` that start one.
     """
     true_steps = frame.steps[true_rows]
     prev = np.concatenate(([state[last_key]], true_steps[:-1].astype(np.float64)))
@@ -45,7 +46,7 @@ def episode_starts(frame: Frame, true_rows: np.ndarray, n: int, state: Dict[str,
     if frame.n:
         cut = int(np.searchsorted(E, frame.steps[-1] - n, side="right"))
         state[starts_key] = E[cut:].copy()
-    return E, lo, hi
+    return E, lo, hi, new
 
 
 def search_right(S: np.ndarray, x: np.ndarray) -> np.ndarray:

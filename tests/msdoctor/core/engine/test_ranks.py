@@ -129,7 +129,6 @@ def test_spike_periods_of_many_ranks_at_once_equal_each_rank_alone_with_and_with
             np.testing.assert_array_equal(got[r], alone, err_msg=f"{expr}, rank {r}")
 
 
-
 def test_spikes_over_two_records_of_many_ranks_at_once_are_one_onset_as_each_rank_alone():
     rng = np.random.default_rng(8)
     steps = [10 * np.arange(1, 301) for _ in range(RANKS)]
@@ -148,6 +147,7 @@ def test_spikes_over_two_records_of_many_ranks_at_once_are_one_onset_as_each_ran
         alone = run_expr(signal(expr), steps[r], {"loss": values[r]},
                          [k for p in plan for k in [p[r]] if k])
         np.testing.assert_array_equal(got[r], alone, err_msg=f"rank {r}")
+
 
 def _compare_rank_median(expr, steps, values, plan, got) -> None:
     """rank_median: each rank's row against the others' latest values, computed by hand."""
