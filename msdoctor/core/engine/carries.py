@@ -19,13 +19,60 @@ from typing import Any, Dict, Hashable, List, Optional, Tuple
 
 import numpy as np
 
-from msdoctor.core.engine.nodes import Frame
+from msdoctor.core.engine.nodes import Frame, Node
 
 State = Dict[str, Any]
+#: ``frame.memo`` key of the program's keep groups (:func:`keep_groups`)
+KEEPS = "keeps"
 
 
-def carry_key(child: str, span: int, extra: int) -> Tuple[Hashable, ...]:
-    return ("carry", child, span, extra)
+#: A keep group: the longest span, the most extra points, and the past windows
+#: ``(k, n, m)`` of fused ``delta(mean(x, n, m), k)`` operators (:mod:`.meandelta`).
+Group = Tuple[int, int, Tuple[Tuple[int, int, int], ...]]
+
+
+def join_group(groups: Dict[str, Group], node: Node) -> None:
+    """Add what ``node`` keeps (if it is a window over an argument) to ``groups``: per
+    argument (its key), what the window operators over it keep between batches, the longest
+    span, the most extra points and every past window. All of them keep that, so their
+    carries hold the same points (``mean(loss, 60)`` keeps the points ``mean(loss, 1e5)``
+    keeps, as one array)."""
+    spec = getattr(node, "carry_spec", None)
+    if spec is None:
+        return
+    child, span, extra, lags = spec()
+    had = groups.get(child, (0, 0, ()))
+    groups[child] = (max(had[0], span), max(had[1], extra), tuple(sorted({*had[2], *lags})))
+
+
+def kept(frame: Frame, child: str, span: int, extra: int,
+         lags: Tuple[Tuple[int, int, int], ...] = ()) -> Group:
+    """What an operator over ``child`` keeps: its group's (at least its own needs: an
+    operator evaluated outside its program keeps what it needs)."""
+    group = frame.memo.get(KEEPS, {}).get(child)
+    if group is None:
+        return span, extra, lags
+    return max(group[0], span), max(group[1], extra), tuple(sorted({*group[2], *lags}))
+
+
+def carry_key(child: str, group: Group) -> Tuple[Hashable, ...]:
+    return ("carry", child, group)
+
+
+def cuts(S: np.ndarray, last: np.ndarray, first: np.ndarray, group: Group) -> np.ndarray:
+    """Per rank (its last key ``last``, its first point's index ``first``), the index of its
+    first point to keep: those within the span plus the extra ones, and for each past
+    window ``(k, n, m)`` the window of n steps (plus m points) that ends at the last point
+    k steps or more before the last one (a later row's past point is that one or later)."""
+    span, extra, lags = group
+    cut = np.searchsorted(S, last - span, side="right") - extra
+    for k, n, m in lags:
+        past = np.searchsorted(S, last - k, side="right") - 1
+        some = past >= first
+        at = np.searchsorted(S, S[np.maximum(past, 0)] - n, side="right") - m if S.shape[0] \
+            else first
+        cut = np.minimum(cut, np.where(some, at, first))
+    return np.maximum(cut, first)
 
 
 def shared_gather(frame: Frame, key: Hashable, states: List[State]) -> Optional[Any]:

@@ -13,6 +13,8 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from msdoctor.core.engine import nodes
+from msdoctor.core.engine.carries import KEEPS, Group, join_group
+from msdoctor.core.engine.meandelta import fused
 from msdoctor.core.engine.model import Rule
 from msdoctor.core.engine.nodes import Const, Frame, Node, Out
 
@@ -44,6 +46,8 @@ class Program:
         self.args: List[Tuple[int, ...]] = []
         self._index: Dict[str, int] = {}
         self.rules: List[CompiledRule] = []
+        #: per argument, what the window operators over it keep (one carry for all of them)
+        self.keeps: Dict[str, Group] = {}
         for rule in rules:
             cond = self.add(rule.condition)
             value = self.add(rule.value)
@@ -64,12 +68,14 @@ class Program:
 
     def add(self, node: Node) -> int:
         """Index of ``node`` (added with its children unless an equal one exists)."""
+        node = fused(node)
         found = self._index.get(node.key)
         if found is not None:
             return found
         args = tuple(self.add(child) for child in node.children)
         self.nodes.append(node)
         self.args.append(args)
+        join_group(self.keeps, node)
         index = self._index[node.key] = len(self.nodes) - 1
         return index
 
@@ -94,6 +100,7 @@ class Program:
                  failed: Dict[int, str]) -> List[Optional[Out]]:
         """Every operator over the batch; an operator that raises is recorded in ``failed``."""
         outs: List[Optional[Out]] = [None] * len(self.nodes)
+        frame.memo[KEEPS] = self.keeps
         with np.errstate(all="ignore"):
             for i, node in enumerate(self.nodes):
                 args = [outs[a] for a in self.args[i]]
@@ -113,6 +120,7 @@ class Program:
         it has no segment-aware version)."""
         from msdoctor.core.engine.segments import per_rank
         outs: List[Optional[Out]] = [None] * len(self.nodes)
+        frame.memo[KEEPS] = self.keeps
         with np.errstate(all="ignore"):
             for i, node in enumerate(self.nodes):
                 args = [outs[a] for a in self.args[i]]

@@ -134,14 +134,16 @@ def gather_segments(frame: Frame, arg: Out, states: List[Dict[str, Any]]
 
 
 def keep_segments(states: List[Dict[str, Any]], K: np.ndarray, V: np.ndarray, frame: Frame,
-                  start: np.ndarray, span: int, extra_before: int = 0) -> None:
+                  start: np.ndarray, span: int, extra_before: int = 0,
+                  lags: Tuple[Tuple[int, int, int], ...] = ()) -> None:
     """Each rank keeps its points with step > its last step - ``span`` (plus
-    ``extra_before`` older ones), as :func:`msdoctor.core.engine.windows.keep`."""
+    ``extra_before`` older ones and the past windows ``lags``), as
+    :func:`msdoctor.core.engine.windows.keep`."""
+    from msdoctor.core.engine.carries import cuts
     segs = frame.segments
     assert segs is not None
     last = segs.keys[segs.last_rows()]
-    cut = np.searchsorted(K, last - span, side="right") - extra_before
-    cut = np.maximum(cut, start[:-1])
+    cut = cuts(K, last, start[:-1], (span, extra_before, lags))
     steps = K - np.repeat(segs.offset, np.diff(start))
     for st, a, z in zip(states, cut.tolist(), start[1:].tolist()):
         # copies: a view would keep all ranks' points alive while this rank sends no more

@@ -100,12 +100,13 @@ def gather(frame: Frame, arg: Out, state: Dict[str, Any]) -> Tuple[np.ndarray, n
 
 
 def keep(state: Dict[str, Any], S: np.ndarray, V: np.ndarray, frame: Frame, span: int,
-         extra_before: int = 0) -> None:
-    """Keep the points with step > last step - ``span`` (plus ``extra_before`` older ones)."""
+         extra_before: int = 0, lags: Tuple[Tuple[int, int, int], ...] = ()) -> None:
+    """Keep the points with step > last step - ``span`` (plus ``extra_before`` older ones,
+    and the past windows ``lags``: :func:`carries.cuts`)."""
     if frame.n == 0:
         return
-    cut = int(np.searchsorted(S, frame.steps[-1] - span, side="right"))
-    cut = max(cut - extra_before, 0)
+    last = frame.steps[-1:]
+    cut = int(carries.cuts(S, last, np.zeros(1, dtype=np.int64), (span, extra_before, lags))[0])
     if S.shape[0] > frame.n and 2 * cut < S.shape[0]:
         # S and V are this operator's own concatenation (carry + new points), mostly kept
         # (a long window): keep views, not copies; the rest is freed with the next batch
@@ -150,12 +151,27 @@ class LastN(WindowNode):
     """A window function computed by :meth:`reduce` over ``V[lo:hi]`` per row, rank by rank
     or over a many-rank frame alike."""
 
-    def reduce(self, V: np.ndarray, lo: np.ndarray, hi: np.ndarray, ref: Any) -> np.ndarray:
+    def reduce(self, V: np.ndarray, lo: np.ndarray, hi: np.ndarray, ref: Any,
+               sums: Dict[str, Any]) -> np.ndarray:
+        """The function over ``V[lo:hi]`` per row; ``sums``: work the operators over the same
+        gathered points share in a batch (cumulative sums)."""
         raise NotImplementedError
+
+    @staticmethod
+    def sums(frame: Frame, V: np.ndarray) -> Dict[str, Any]:
+        memo = frame.memo.get(("sums", id(V)))
+        if memo is None or memo["V"] is not V:
+            memo = frame.memo[("sums", id(V))] = {"V": V}
+        return memo
+
+    def carry_spec(self) -> Tuple[str, int, int, Tuple[Tuple[int, int, int], ...]]:
+        """What its carry must hold: the points of its argument in its span, plus m older."""
+        return self.children[0].key, self.n_steps, self.least_points, ()
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
         n, m = self.n_steps, self.least_points
-        key = carries.carry_key(self.children[0].key, n, m)
+        group = carries.kept(frame, self.children[0].key, n, m)
+        key = carries.carry_key(self.children[0].key, group)
         shared = carries.shared_gather(frame, key, [state])
         if shared is None:
             before = [state["s"]]
@@ -163,9 +179,9 @@ class LastN(WindowNode):
         else:
             S, V, hi, owners = shared
         lo = at_least(search_right(S, frame.steps - n), hi, m, 0)
-        out = self.reduce(V, lo, hi, V[0] if V.shape[0] else 0.0)
+        out = self.reduce(V, lo, hi, V[0] if V.shape[0] else 0.0, self.sums(frame, V))
         if shared is None:
-            keep(state, S, V, frame, n, extra_before=m)
+            keep(state, S, V, frame, *group)
             carries.share(frame, key, before, (S, V, hi), [state])
         else:
             carries.take(owners, [state])
@@ -174,7 +190,8 @@ class LastN(WindowNode):
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
         from msdoctor.core.engine.segments import gather_segments, keep_segments, segment_refs
         n, m = self.n_steps, self.least_points
-        key = carries.carry_key(self.children[0].key, n, m)
+        group = carries.kept(frame, self.children[0].key, n, m)
+        key = carries.carry_key(self.children[0].key, group)
         shared = carries.shared_gather(frame, key, states)
         if shared is None:
             before = [st["s"] for st in states]
@@ -183,9 +200,9 @@ class LastN(WindowNode):
             K, V, hi, start, owners = shared
         lo = np.searchsorted(K, frame.segments.keys - n, side="right")
         lo = at_least(lo, hi, m, start[frame.segments.seg])
-        out = self.reduce(V, lo, hi, segment_refs(V, start))
+        out = self.reduce(V, lo, hi, segment_refs(V, start), self.sums(frame, V))
         if shared is None:
-            keep_segments(states, K, V, frame, start, n, extra_before=m)
+            keep_segments(states, K, V, frame, start, *group)
             carries.share(frame, key, before, (K, V, hi, start), states)
         else:
             carries.take(owners, states)
@@ -195,12 +212,15 @@ class LastN(WindowNode):
 class Aggregate(LastN):
     """``mean sum count std`` over the last n steps."""
 
-    def reduce(self, V: np.ndarray, lo: np.ndarray, hi: np.ndarray, ref: Any) -> np.ndarray:
+    def reduce(self, V: np.ndarray, lo: np.ndarray, hi: np.ndarray, ref: Any,
+               sums: Dict[str, Any]) -> np.ndarray:
         """The function over ``V[lo:hi]`` per row; values are centred on ``ref`` (a scalar,
         or one value per point) to keep the cumulative sums precise."""
         cnt = (hi - lo).astype(np.float64)
-        d = V - ref
-        cs = np.concatenate(([0.0], np.cumsum(d)))
+        if "cs" not in sums:
+            sums["d"] = d = V - ref
+            sums["cs"] = np.concatenate(([0.0], np.cumsum(d)))
+        d, cs = sums["d"], sums["cs"]
         s = cs[hi] - cs[lo]
         if not np.isscalar(ref):            # per point: the rows' own (their window's first)
             ref = np.where(hi > 0, ref[np.maximum(hi - 1, 0)], 0.0) if ref.shape[0] else 0.0
@@ -212,7 +232,9 @@ class Aggregate(LastN):
         elif name == "mean":
             out = s / cnt + ref
         else:
-            cs2 = np.concatenate(([0.0], np.cumsum(d * d)))
+            if "cs2" not in sums:
+                sums["cs2"] = np.concatenate(([0.0], np.cumsum(d * d)))
+            cs2 = sums["cs2"]
             s2 = cs2[hi] - cs2[lo]
             var = np.maximum(s2 / cnt - (s / cnt) ** 2, 0.0)
             out = np.sqrt(var)
@@ -246,7 +268,8 @@ def range_extreme(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, fn: np.ufunc) -
 class MinMax(LastN):
     """``min max`` over the last n steps."""
 
-    def reduce(self, V: np.ndarray, lo: np.ndarray, hi: np.ndarray, ref: Any) -> np.ndarray:
+    def reduce(self, V: np.ndarray, lo: np.ndarray, hi: np.ndarray, ref: Any,
+               sums: Dict[str, Any]) -> np.ndarray:
         return range_extreme(V, lo, hi, np.maximum if self.name == "max" else np.minimum)
 
 

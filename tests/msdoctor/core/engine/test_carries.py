@@ -60,7 +60,7 @@ class Feed:
         return np.concatenate(self.out[k])
 
 
-def test_mean_and_count_over_one_window_hold_one_carry_and_give_their_own_values():
+def test_windows_over_one_argument_hold_one_carry_and_give_their_own_values():
     steps, values = make_series(seed=3, n=400, sparse=True)
     feed = Feed(["mean(loss, 40)", "count(loss, 40)", "max(loss, 40)", "sum(loss, 40, 6)"])
     feed.feed(steps, values)
@@ -73,7 +73,7 @@ def test_mean_and_count_over_one_window_hold_one_carry_and_give_their_own_values
     mean, count, high, total = (feed.index(t) for t in ("mean(loss,40)", "count(loss,40)",
                                                         "max(loss,40)", "sum(loss,40,6)"))
     assert states[count]["s"] is states[mean]["s"] and states[high]["v"] is states[mean]["v"]
-    assert states[total]["s"] is not states[mean]["s"]      # 6 extra points: another carry
+    assert states[total]["s"] is states[mean]["s"]      # all keep the 6 extra points sum needs
 
 
 def test_carries_restored_as_copies_are_shared_again_after_one_batch_with_the_same_values():

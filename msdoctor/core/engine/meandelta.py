@@ -1,0 +1,192 @@
+"""``delta(mean(x, n[, m]), k)`` from the points of x.
+
+``delta`` keeps its argument's points of the last k steps. Over a window mean, that is a
+second copy of the run's history: LossPlateau's ``delta(mean(loss, 1e5), 2e5)`` kept every
+mean of the last 200k steps beside the loss points ``mean(loss, 1e5)`` keeps. The program
+compiles it into :class:`MeanDelta` instead (:func:`fused`), whose carry is x's points,
+shared with every other window over x (:mod:`.carries`): the mean as it was k steps ago is
+computed again from those points, the window of n steps (at least m points) that ended at
+the series' last point k or more steps back. The values are ``delta``'s over the mean's
+series (to float rounding: the sums are centred on another point).
+
+The mean's series has a point where x is recorded and its window holds a finite point; at
+a record of a non-finite x that is not a point of x. Such steps ("holes": a NaN loss after
+finite ones) are kept apart, a few steps at most.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+
+from msdoctor.core.engine import carries
+from msdoctor.core.engine.nodes import Frame, Node, Out
+from msdoctor.core.engine.windows import (
+    Aggregate,
+    Delta,
+    WindowNode,
+    at_least,
+    gather,
+    keep,
+    point_rows,
+    search_right,
+)
+
+_EMPTY_I = np.zeros(0, dtype=np.int64)
+
+
+def fused(node: Node) -> Node:
+    """``node``, or its :class:`MeanDelta` when it is ``delta`` of a window mean."""
+    if isinstance(node, Delta) and isinstance(node.children[0], Aggregate) \
+            and node.children[0].name == "mean":
+        mean = node.children[0]
+        return MeanDelta((mean.children[0], mean),
+                         (node.n_steps, mean.n_steps, mean.least_points))
+    return node
+
+
+class MeanDelta(WindowNode):
+    """``delta(mean(x, n, m), k)``; children ``(x, mean(x, n, m))``, params ``(k, n, m)``."""
+
+    name = "meandelta"
+
+    def make_key(self) -> str:
+        k, n, m = (int(p) for p in self.params)
+        return f"meandelta({self.children[0].key},{n},{m},{k})"
+
+    def new_state(self) -> Dict[str, Any]:
+        return {**super().new_state(), "last": math.nan, "holes": _EMPTY_I}
+
+    def carry_spec(self) -> Tuple[str, int, int, Tuple[Tuple[int, int, int], ...]]:
+        k, n, m = (int(p) for p in self.params)
+        return self.children[0].key, 0, 0, ((k, n, m),)
+
+    @property
+    def mean(self) -> Aggregate:
+        child = self.children[1]
+        assert isinstance(child, Aggregate)
+        return child
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        k, n, m = (int(p) for p in self.params)
+        child = self.children[0].key
+        group = carries.kept(frame, child, 0, 0, ((k, n, m),))
+        key = carries.carry_key(child, group)
+        shared = carries.shared_gather(frame, key, [state])
+        if shared is None:
+            before = [state["s"]]
+            S, V, hi = gather(frame, args[0], state)
+        else:
+            S, V, hi, owners = shared
+        holes = np.concatenate((state["holes"], frame.steps[new_holes(frame.n, args)]))
+        now = last_points(args[1], np.array([0, frame.n]), np.array([state["last"]]))
+        target = frame.steps - k
+        past = search_right(S, target) - 1
+        step = np.where(past >= 0, S[np.maximum(past, 0)], -1) if S.shape[0] else \
+            np.full(frame.n, -1)
+        if holes.shape[0]:
+            h = np.searchsorted(holes, target, side="right") - 1
+            step = np.maximum(step, np.where(h >= 0, holes[np.maximum(h, 0)], -1))
+        top = search_right(S, step)
+        lo = at_least(search_right(S, step - n), top, m, 0)
+        value = self.mean.reduce(V, lo, top, V[0] if V.shape[0] else 0.0,
+                                 Aggregate.sums(frame, V))
+        out = now - np.where(step >= 0, value, np.nan)
+        if frame.n:
+            state["last"] = float(now[-1])
+            state["holes"] = kept_holes(holes, int(frame.steps[-1]) - k)
+        if shared is None:
+            keep(state, S, V, frame, *group)
+            carries.share(frame, key, before, (S, V, hi), [state])
+        else:
+            carries.take(owners, [state])
+        return out, args[1][1]
+
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        from msdoctor.core.engine.segments import gather_segments, keep_segments, segment_refs
+        k, n, m = (int(p) for p in self.params)
+        segs = frame.segments
+        child = self.children[0].key
+        group = carries.kept(frame, child, 0, 0, ((k, n, m),))
+        key = carries.carry_key(child, group)
+        shared = carries.shared_gather(frame, key, states)
+        if shared is None:
+            before = [st["s"] for st in states]
+            K, V, hi, start = gather_segments(frame, args[0], states)
+        else:
+            K, V, hi, start, owners = shared
+        lasts = np.fromiter((st["last"] for st in states), dtype=np.float64, count=segs.count)
+        now = last_points(args[1], segs.bounds, lasts)
+        first = start[segs.seg]
+        target = segs.keys - k
+        past = np.searchsorted(K, target, side="right") - 1
+        step = np.where(past >= first, K[np.maximum(past, 0)], -1) if K.shape[0] else \
+            np.full(frame.n, -1)
+        holes = new_holes(frame.n, args)
+        if holes.any() or any(st["holes"].shape[0] for st in states):
+            step = np.maximum(step, segment_holes(frame, states, holes, k))
+        top = np.searchsorted(K, step, side="right")
+        lo = at_least(np.searchsorted(K, step - n, side="right"), top, m, first)
+        value = self.mean.reduce(V, lo, top, segment_refs(V, start), Aggregate.sums(frame, V))
+        out = now - np.where(step >= 0, value, np.nan)
+        ends = segs.bounds[1:]
+        for r, st in enumerate(states):
+            if ends[r] > segs.bounds[r]:
+                st["last"] = float(now[ends[r] - 1])
+        if shared is None:
+            keep_segments(states, K, V, frame, start, *group)
+            carries.share(frame, key, before, (K, V, hi, start), states)
+        else:
+            carries.take(owners, states)
+        return out, args[1][1]
+
+
+def new_holes(n: int, args: List[Out]) -> np.ndarray:
+    """Rows where the mean has a point and x has none (x recorded, not finite)."""
+    rows = point_rows(args[1], n)
+    mean = args[1][0] if rows is None else args[1][0][rows]
+    x = args[0][0] if rows is None else args[0][0][rows]
+    out = np.zeros(n, dtype=bool)
+    hole = np.isfinite(mean) & ~np.isfinite(x)
+    if rows is None:
+        return hole
+    out[rows[hole]] = True
+    return out
+
+
+def last_points(arg: Out, bounds: np.ndarray, before: np.ndarray) -> np.ndarray:
+    """Per row, the value of ``arg``'s last finite point at or before it in its segment
+    (``bounds``: row offsets of the segments), else its segment's ``before``."""
+    values, mask = arg
+    n = values.shape[0]
+    ok = np.isfinite(values) if mask is None else (
+        np.zeros(n, dtype=bool) if mask is False else mask & np.isfinite(values))
+    idx = np.maximum.accumulate(np.where(ok, np.arange(n), -1)) if n else _EMPTY_I
+    seg = np.repeat(np.arange(bounds.shape[0] - 1), np.diff(bounds))
+    return np.where(idx >= bounds[seg], values[np.maximum(idx, 0)], before[seg])
+
+
+def kept_holes(holes: np.ndarray, since: int) -> np.ndarray:
+    """The holes after ``since`` and the last one at or before it."""
+    cut = max(int(np.searchsorted(holes, since, side="right")) - 1, 0)
+    return holes[cut:].copy()
+
+
+def segment_holes(frame: Frame, states: List[Dict[str, Any]], new: np.ndarray,
+                  k: int) -> np.ndarray:
+    """Per row, the key of its rank's last hole at or before its step - k, else -1; each
+    rank's holes are kept (:func:`kept_holes`)."""
+    segs = frame.segments
+    out = np.full(frame.n, -1, dtype=np.int64)
+    b = segs.bounds.tolist()
+    for r, st in enumerate(states):
+        a, z = b[r], b[r + 1]
+        if a == z:
+            continue
+        holes = np.concatenate((st["holes"], frame.steps[a:z][new[a:z]]))
+        if holes.shape[0]:
+            h = np.searchsorted(holes, frame.steps[a:z] - k, side="right") - 1
+            out[a:z] = np.where(h >= 0, holes[np.maximum(h, 0)] + segs.offset[r], -1)
+            st["holes"] = kept_holes(holes, int(frame.steps[z - 1]) - k)
+    return out
