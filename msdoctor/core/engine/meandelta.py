@@ -168,7 +168,7 @@ def last_points(arg: Out, bounds: np.ndarray, before: np.ndarray) -> np.ndarray:
 
 
 def kept_holes(holes: np.ndarray, since: int) -> np.ndarray:
-    """The holes after ``since`` and the last one at or before it."""
+    """The holes after ``since`` and the last one at or before it (one rank)."""
     cut = max(int(np.searchsorted(holes, since, side="right")) - 1, 0)
     return holes[cut:].copy()
 
@@ -176,17 +176,24 @@ def kept_holes(holes: np.ndarray, since: int) -> np.ndarray:
 def segment_holes(frame: Frame, states: List[Dict[str, Any]], new: np.ndarray,
                   k: int) -> np.ndarray:
     """Per row, the key of its rank's last hole at or before its step - k, else -1; each
-    rank's holes are kept (:func:`kept_holes`)."""
+    rank keeps its holes after its last step - k and the last one before
+    (:func:`kept_holes`)."""
     segs = frame.segments
-    out = np.full(frame.n, -1, dtype=np.int64)
-    b = segs.bounds.tolist()
-    for r, st in enumerate(states):
-        a, z = b[r], b[r + 1]
-        if a == z:
-            continue
-        holes = np.concatenate((st["holes"], frame.steps[a:z][new[a:z]]))
-        if holes.shape[0]:
-            h = np.searchsorted(holes, frame.steps[a:z] - k, side="right") - 1
-            out[a:z] = np.where(h >= 0, holes[np.maximum(h, 0)] + segs.offset[r], -1)
-            st["holes"] = kept_holes(holes, int(frame.steps[z - 1]) - k)
+    old = [(r, st["holes"]) for r, st in enumerate(states) if st["holes"].shape[0]]
+    keys = np.sort(np.concatenate([segs.keys[new]] + [h + segs.offset[r] for r, h in old]))
+    h = np.searchsorted(keys, segs.keys - k, side="right") - 1
+    mine = (h >= 0) & (keys[np.maximum(h, 0)] >= segs.offset[segs.seg])
+    out = np.where(mine, keys[np.maximum(h, 0)], -1)
+    # what each rank keeps: its holes after its last key - k, and the last one before
+    seg = np.searchsorted(segs.offset, keys, side="right") - 1
+    last = segs.keys[segs.last_rows()][seg] - k
+    before = np.searchsorted(keys, last, side="right") - 1       # per hole: its rank's last <=
+    idle = (segs.bounds[1:] == segs.bounds[:-1])[seg]              # a rank without rows here
+    keep = (keys > last) | (np.arange(keys.shape[0]) == before) | idle
+    had = {r for r, _ in old} | set(np.unique(seg).tolist())
+    kept = keys[keep]
+    kept_seg = seg[keep]
+    bounds = np.searchsorted(kept_seg, np.arange(len(states) + 1))
+    for r in had:
+        states[r]["holes"] = kept[bounds[r]:bounds[r + 1]] - segs.offset[r]
     return out
