@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
-from msdoctor.core import pauses, snapshot
+from msdoctor.core import heap, pauses, snapshot
 from msdoctor.core.alerts.active import ActiveAlerts, AlertListener
 from msdoctor.core.alerts.feed import JournalReader
 from msdoctor.core.batch import StepBatch
@@ -208,7 +208,9 @@ class Pipeline:
                           self.snapshot_failures)
             self.snapshot_error = error
             self.last_snapshot = self.clock.now()       # try again after the interval
+            heap.release()
             return None
+        heap.release()             # the snapshot's buffers, and the polls' since the last one
         if self.snapshot_error is not None:
             log.warning("the state is saved again in %s after %d failed save(s)",
                         self.state_dir, self.snapshot_failures)

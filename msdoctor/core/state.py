@@ -55,18 +55,23 @@ class Series:
     copy). The arrays grow with what is kept, by doubling, up to the capacity plus a
     quarter of slack; then survivors move to the front when the slack is used up
     (appends stay amortised O(1) per point). A short run holds a short array.
+
+    Steps that go up by a constant stride (every step logged, or every k-th) are not
+    stored: the step at backing index i is ``_s0 + _stride * i`` (``_stride`` 0 while at
+    most one point is held). The first append that breaks the stride stores them, for good.
     """
 
-    __slots__ = ("capacity", "_steps", "_values", "_lo", "_hi")
+    __slots__ = ("capacity", "_steps", "_values", "_lo", "_hi", "_s0", "_stride")
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         if int(capacity) < 1:
             raise ValueError(f"series capacity must be >= 1, got {capacity!r}")
         self.capacity = int(capacity)
         size = min(MIN_ROOM, self._room())
-        self._steps = np.empty(size, dtype=np.int64)
+        self._steps: Optional[np.ndarray] = None
         self._values = np.empty(size, dtype=np.float64)
         self._lo = self._hi = 0
+        self._s0 = self._stride = 0
 
     def _room(self) -> int:
         """The largest backing array: the capacity plus a quarter (at least one point)."""
@@ -77,7 +82,10 @@ class Series:
 
     @property
     def steps(self) -> np.ndarray:
-        """View of the buffered steps (valid until the next change)."""
+        """The buffered steps (a view, or with a constant stride a new array; valid until
+        the next change)."""
+        if self._steps is None:
+            return self._s0 + self._stride * np.arange(self._lo, self._hi, dtype=np.int64)
         return self._steps[self._lo:self._hi]
 
     @property
@@ -85,11 +93,16 @@ class Series:
         """View of the buffered values (valid until the next change)."""
         return self._values[self._lo:self._hi]
 
+    def _step_at(self, i: int) -> int:
+        if self._steps is None:
+            return self._s0 + self._stride * i
+        return int(self._steps[i])
+
     def last(self) -> Optional[Tuple[int, float]]:
         """The newest ``(step, value)``, or None when empty."""
         if self._hi == self._lo:
             return None
-        return int(self._steps[self._hi - 1]), float(self._values[self._hi - 1])
+        return self._step_at(self._hi - 1), float(self._values[self._hi - 1])
 
     def since(self, step: int) -> Tuple[np.ndarray, np.ndarray]:
         """Copies of the points with step >= ``step``."""
@@ -111,7 +124,7 @@ class Series:
         n = steps.shape[0]
         if n == 0:
             return 0
-        last = self._steps[self._hi - 1] if self._hi > self._lo else None
+        last = self._step_at(self._hi - 1) if self._hi > self._lo else None
         increasing = n == 1 or bool((steps[1:] > steps[:-1]).all())
         repeated = 0
         if not increasing or (last is not None and steps[0] <= last):
@@ -127,32 +140,63 @@ class Series:
         n, cap = steps.shape[0], self.capacity
         if n >= cap:
             self._make_room(0, cap)
-            self._steps[:cap] = steps[-cap:]
+            self._keep_steps(steps[-cap:], 0)
             self._values[:cap] = values[-cap:]
             self._hi = cap
             return
-        if self._hi + n > self._steps.shape[0]:    # grow, or move the survivors to the front
+        if self._hi + n > self._values.shape[0]:    # grow, or move the survivors to the front
             self._make_room(min(self._hi - self._lo, cap - n), n)
-        self._steps[self._hi:self._hi + n] = steps
+        self._keep_steps(steps, self._hi)
         self._values[self._hi:self._hi + n] = values
         self._hi += n
         if self._hi - self._lo > cap:
             self._lo = self._hi - cap
 
+    def _keep_steps(self, steps: np.ndarray, at: int) -> None:
+        """Hold ``steps`` (increasing, after the held ones) from backing index ``at`` (the
+        end of the held points): implied while they keep one stride, else stored."""
+        if self._steps is None:
+            held, n = at - self._lo, steps.shape[0]
+            if held >= 2:
+                stride = self._stride
+            elif held == 1:
+                stride = int(steps[0]) - self._step_at(at - 1)
+            else:
+                stride = int(steps[1]) - int(steps[0]) if n > 1 else 0
+            s0 = int(steps[0]) - stride * at
+            if (held < 2 or s0 == self._s0) and (n < 2 or bool((np.diff(steps) == stride).all())):
+                self._s0, self._stride = s0, stride
+                return
+            self._materialise()
+        assert self._steps is not None
+        self._steps[at:at + steps.shape[0]] = steps
+
+    def _materialise(self) -> None:
+        """Store the steps implied so far."""
+        size = self._values.shape[0]
+        self._steps = self._s0 + self._stride * np.arange(size, dtype=np.int64)
+
     def _make_room(self, keep: int, more: int) -> None:
         """The newest ``keep`` points at the front, with room for ``more`` after them (the
         arrays grow by doubling, up to :meth:`_room`)."""
-        size = self._steps.shape[0]
+        size = self._values.shape[0]
         if keep + more > size:
             size = min(max(2 * size, keep + more), self._room())
         src = slice(self._hi - keep, self._hi)
-        if size != self._steps.shape[0]:
-            steps, values = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.float64)
+        if self._steps is None:
+            self._s0 += self._stride * (self._hi - keep)
+            values = np.empty(size, dtype=np.float64) if size != self._values.shape[0] \
+                else self._values
+            values[:keep] = self._values[src]
+            self._values = values
         else:
-            steps, values = self._steps, self._values
-        steps[:keep] = self._steps[src]
-        values[:keep] = self._values[src]
-        self._steps, self._values = steps, values
+            if size != self._steps.shape[0]:
+                steps, values = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.float64)
+            else:
+                steps, values = self._steps, self._values
+            steps[:keep] = self._steps[src]
+            values[:keep] = self._values[src]
+            self._steps, self._values = steps, values
         self._lo, self._hi = 0, keep
 
     def arrays(self) -> Tuple[np.ndarray, np.ndarray]:

@@ -170,7 +170,7 @@ def test_memory_does_not_grow_with_the_length_of_the_run():
 def test_a_series_grows_with_what_it_keeps_and_holds_the_newest_points_like_a_list():
     rng = np.random.default_rng(5)
     series, kept, step = Series(capacity=300), [], 0
-    assert series._steps.shape[0] <= 64                     # a short run, a short array
+    assert series._values.shape[0] <= 64                    # a short run, a short array
     for _ in range(400):
         n = int(rng.choice([1, 2, 7, 64, 299, 300, 301]))
         steps = np.arange(step + 1, step + n + 1)
@@ -178,4 +178,43 @@ def test_a_series_grows_with_what_it_keeps_and_holds_the_newest_points_like_a_li
         series.extend(steps, steps * 0.5)
         kept = (kept + steps.tolist())[-300:]
         assert series.steps.tolist() == kept and series.values.tolist() == [s * 0.5 for s in kept]
-        assert series._steps.shape[0] <= 300 + 75
+        assert series._values.shape[0] <= 300 + 75
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_steps_of_one_stride_are_implied_and_any_steps_read_back_as_a_list_keeps_them(seed):
+    rng = np.random.default_rng(seed)
+    series, kept, step = Series(capacity=50), [], 0
+    stride = int(rng.choice([1, 10]))
+    for _ in range(300):
+        n = int(rng.choice([1, 1, 2, 7, 49, 50, 51]))
+        r = rng.random()
+        if r < 0.03:                                  # a resume from an earlier step
+            step = max(step - int(rng.integers(1, 80)), 0)
+        elif r < 0.06:                                # the log changes its stride
+            stride = int(rng.choice([1, 3, 10]))
+        gaps = np.full(n, stride)
+        if rng.random() < 0.03:                       # one irregular gap
+            gaps[int(rng.integers(0, n))] += 1
+        steps = step + np.cumsum(gaps)
+        step = int(steps[-1])
+        series.extend(steps, steps * 0.5)
+        kept = [s for s in kept if s < steps[0]]
+        kept = (kept + steps.tolist())[-50:]
+        assert series.steps.tolist() == kept and series.values.tolist() == [s * 0.5 for s in kept]
+        assert series.last() == (kept[-1], kept[-1] * 0.5)
+        assert series.since(kept[len(kept) // 2])[0].tolist() == kept[len(kept) // 2:]
+
+
+def test_a_dense_series_and_one_of_every_tenth_step_store_no_steps():
+    for stride in (1, 10):
+        series, last = Series(capacity=100), 0
+        for _ in range(700):
+            steps = last + stride * np.arange(1, 8)
+            series.extend(steps, np.ones(7))
+            last = int(steps[-1])
+        assert series._steps is None
+        assert series.steps.tolist() == list(range(last - 99 * stride, last + 1, stride))
+    series.extend(np.array([last + 3]), np.ones(1))             # off the stride: stored
+    assert series._steps is not None
+    assert series.steps.tolist() == list(range(last - 98 * stride, last + 1, stride)) + [last + 3]
