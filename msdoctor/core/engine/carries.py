@@ -59,22 +59,6 @@ def carry_key(child: str, group: Group) -> Tuple[Hashable, ...]:
     return ("carry", child, group)
 
 
-def cuts(S: np.ndarray, last: np.ndarray, first: np.ndarray, group: Group) -> np.ndarray:
-    """Per rank (its last key ``last``, its first point's index ``first``), the index of its
-    first point to keep: those within the span plus the extra ones, and for each past
-    window ``(k, n, m)`` the window of n steps (plus m points) that ends at the last point
-    k steps or more before the last one (a later row's past point is that one or later)."""
-    span, extra, lags = group
-    cut = np.searchsorted(S, last - span, side="right") - extra
-    for k, n, m in lags:
-        past = np.searchsorted(S, last - k, side="right") - 1
-        some = past >= first
-        at = np.searchsorted(S, S[np.maximum(past, 0)] - n, side="right") - m if S.shape[0] \
-            else first
-        cut = np.minimum(cut, np.where(some, at, first))
-    return np.maximum(cut, first)
-
-
 def shared_gather(frame: Frame, key: Hashable, states: List[State]) -> Optional[Any]:
     """``(S, V, hi, ...)`` of an earlier operator whose carries are ``states``' (one state per
     rank of the frame; for many ranks ``(K, V, hi, start, owners)``, for one ``(S, V, hi,

@@ -20,18 +20,9 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
-from msdoctor.core.engine import carries
+from msdoctor.core.engine.gathers import Shared, point_rows, search_right
 from msdoctor.core.engine.nodes import Frame, Node, Out
-from msdoctor.core.engine.windows import (
-    Aggregate,
-    Delta,
-    WindowNode,
-    at_least,
-    gather,
-    keep,
-    point_rows,
-    search_right,
-)
+from msdoctor.core.engine.windows import Aggregate, Delta, WindowNode, at_least
 
 _EMPTY_I = np.zeros(0, dtype=np.int64)
 
@@ -70,15 +61,8 @@ class MeanDelta(WindowNode):
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
         k, n, m = (int(p) for p in self.params)
-        child = self.children[0].key
-        group = carries.kept(frame, child, 0, 0, ((k, n, m),))
-        key = carries.carry_key(child, group)
-        shared = carries.shared_gather(frame, key, [state])
-        if shared is None:
-            before = [state["s"]]
-            S, V, hi = gather(frame, args[0], state)
-        else:
-            S, V, hi, owners = shared
+        carry = Shared(frame, self.children[0].key, args[0], [state], 0, 0, ((k, n, m),))
+        S, V, hi = carry.arrays
         holes = np.concatenate((state["holes"], frame.steps[new_holes(frame.n, args)]))
         now = last_points(args[1], np.array([0, frame.n]), np.array([state["last"]]))
         target = frame.steps - k
@@ -96,26 +80,15 @@ class MeanDelta(WindowNode):
         if frame.n:
             state["last"] = float(now[-1])
             state["holes"] = kept_holes(holes, int(frame.steps[-1]) - k)
-        if shared is None:
-            keep(state, S, V, frame, *group)
-            carries.share(frame, key, before, (S, V, hi), [state])
-        else:
-            carries.take(owners, [state])
+        carry.keep()
         return out, args[1][1]
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
-        from msdoctor.core.engine.segments import gather_segments, keep_segments, segment_refs
+        from msdoctor.core.engine.segments import segment_refs
         k, n, m = (int(p) for p in self.params)
         segs = frame.segments
-        child = self.children[0].key
-        group = carries.kept(frame, child, 0, 0, ((k, n, m),))
-        key = carries.carry_key(child, group)
-        shared = carries.shared_gather(frame, key, states)
-        if shared is None:
-            before = [st["s"] for st in states]
-            K, V, hi, start = gather_segments(frame, args[0], states)
-        else:
-            K, V, hi, start, owners = shared
+        carry = Shared(frame, self.children[0].key, args[0], states, 0, 0, ((k, n, m),))
+        K, V, hi, start = carry.arrays
         lasts = np.fromiter((st["last"] for st in states), dtype=np.float64, count=segs.count)
         now = last_points(args[1], segs.bounds, lasts)
         first = start[segs.seg]
@@ -134,11 +107,7 @@ class MeanDelta(WindowNode):
         for r, st in enumerate(states):
             if ends[r] > segs.bounds[r]:
                 st["last"] = float(now[ends[r] - 1])
-        if shared is None:
-            keep_segments(states, K, V, frame, start, *group)
-            carries.share(frame, key, before, (K, V, hi, start), states)
-        else:
-            carries.take(owners, states)
+        carry.keep()
         return out, args[1][1]
 
 

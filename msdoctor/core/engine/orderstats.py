@@ -13,6 +13,7 @@ from typing import Any, Dict, Hashable, List, Optional, Tuple
 
 import numpy as np
 
+from msdoctor.core.engine.gathers import gather, keep, point_rows, search_right
 from msdoctor.core.engine.nodes import Frame, Node, Out, locf, locf_segments
 from msdoctor.core.engine.selection import (  # noqa: F401 - re-exported
     Picker,
@@ -27,15 +28,7 @@ from msdoctor.core.engine.selection import (  # noqa: F401 - re-exported
     sliding_pays,
     sorted_windows,
 )
-from msdoctor.core.engine.windows import (
-    _EMPTY_F,
-    WindowNode,
-    _first,
-    gather,
-    keep,
-    point_rows,
-    search_right,
-)
+from msdoctor.core.engine.windows import _EMPTY_F, WindowNode, _first
 
 MAD_SCALE = 1.4826      # MAD -> standard deviation for normal data
 MEANAD_SCALE = 1.2533   # mean absolute deviation -> standard deviation

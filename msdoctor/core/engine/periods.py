@@ -12,8 +12,9 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
+from msdoctor.core.engine.gathers import point_rows
 from msdoctor.core.engine.nodes import Frame, Node, Out
-from msdoctor.core.engine.windows import _EMPTY_F, _EMPTY_I, episode_starts, point_rows
+from msdoctor.core.engine.windows import _EMPTY_F, _EMPTY_I, episode_starts
 
 SPIKE_Z = 6.0
 

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 import numpy as np
 
 from msdoctor.core.batch import StepBatch
+from msdoctor.core.engine.carries import Group
 from msdoctor.core.engine.nodes import Frame, Mask, Node, Out
 
 #: Key distance between ranks: larger than any step number and any window span.
@@ -106,7 +107,7 @@ def gather_segments(frame: Frame, arg: Out, states: List[Dict[str, Any]]
                     ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Each rank's carry-over followed by its new finite points, rank after rank:
     ``(K, V, hi, start)``; ``K`` are keys, ``hi[i]`` bounds what row ``i`` may see
-    (as :func:`msdoctor.core.engine.windows.gather`), rank r's points are
+    (as :func:`msdoctor.core.engine.gathers.gather`), rank r's points are
     ``start[r]:start[r+1]``."""
     segs = frame.segments
     assert segs is not None
@@ -133,13 +134,28 @@ def gather_segments(frame: Frame, arg: Out, states: List[Dict[str, Any]]
     return K, V, hi, start
 
 
+def cuts(S: np.ndarray, last: np.ndarray, first: np.ndarray, group: Group) -> np.ndarray:
+    """Per rank (its last key ``last``, its first point's index ``first``), the index of its
+    first point to keep: those within the span plus the extra ones, and for each past
+    window ``(k, n, m)`` the window of n steps (plus m points) that ends at the last point
+    k steps or more before the last one (a later row's past point is that one or later)."""
+    span, extra, lags = group
+    cut = np.searchsorted(S, last - span, side="right") - extra
+    for k, n, m in lags:
+        past = np.searchsorted(S, last - k, side="right") - 1
+        some = past >= first
+        at = np.searchsorted(S, S[np.maximum(past, 0)] - n, side="right") - m if S.shape[0] \
+            else first
+        cut = np.minimum(cut, np.where(some, at, first))
+    return np.maximum(cut, first)
+
+
 def keep_segments(states: List[Dict[str, Any]], K: np.ndarray, V: np.ndarray, frame: Frame,
                   start: np.ndarray, span: int, extra_before: int = 0,
                   lags: Tuple[Tuple[int, int, int], ...] = ()) -> None:
     """Each rank keeps its points with step > its last step - ``span`` (plus
     ``extra_before`` older ones and the past windows ``lags``), as
-    :func:`msdoctor.core.engine.windows.keep`."""
-    from msdoctor.core.engine.carries import cuts
+    :func:`msdoctor.core.engine.gathers.keep`."""
     segs = frame.segments
     assert segs is not None
     last = segs.keys[segs.last_rows()]

@@ -10,8 +10,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from msdoctor.core.engine.gathers import point_rows
 from msdoctor.core.engine.nodes import Frame, Node, Out, locf, locf_segments
-from msdoctor.core.engine.windows import _EMPTY_I, episode_starts, point_rows
+from msdoctor.core.engine.windows import _EMPTY_I, episode_starts
 
 
 def _points(frame: Frame, arg: Out) -> Tuple[Optional[np.ndarray], np.ndarray, np.ndarray]:

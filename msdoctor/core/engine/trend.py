@@ -27,8 +27,8 @@ from typing import Any, Dict, List
 
 import numpy as np
 
+from msdoctor.core.engine.gathers import point_rows
 from msdoctor.core.engine.nodes import Frame, Node, Out, locf
-from msdoctor.core.engine.windows import point_rows
 
 BINS_RECENT, BINS_HISTORY = 8, 16
 MIN_RECENT, MIN_HISTORY = 3, 6

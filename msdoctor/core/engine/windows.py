@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
-from msdoctor.core.engine import carries
+from msdoctor.core.engine.gathers import Shared, gather, keep, search_right
 from msdoctor.core.engine.nodes import Frame, Node, Out
 
 _EMPTY_I = np.zeros(0, dtype=np.int64)
@@ -47,72 +47,6 @@ def episode_starts(frame: Frame, true_rows: np.ndarray, n: int, state: Dict[str,
         cut = int(np.searchsorted(E, frame.steps[-1] - n, side="right"))
         state[starts_key] = E[cut:].copy()
     return E, lo, hi, new
-
-
-def search_right(S: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """``np.searchsorted(S, x, side="right")`` for sorted int64 step numbers ``S``.
-
-    The common case, every step recorded, makes ``S`` consecutive integers
-    (``S[-1] - S[0] == len(S) - 1``): then the answer is arithmetic, exactly.
-    """
-    m = S.shape[0]
-    if m and x.dtype.kind == "i" and S.dtype.kind == "i" and int(S[-1]) - int(S[0]) == m - 1:
-        return np.clip(x - (int(S[0]) - 1), 0, m)
-    return np.searchsorted(S, x, side="right")
-
-
-def point_rows(arg: Out, n: int) -> np.ndarray | None:
-    """Row indices of the points of ``arg`` (None = every row)."""
-    mask = arg[1]
-    if mask is None:
-        return None
-    if mask is False:
-        return _EMPTY_I
-    return np.flatnonzero(mask)
-
-
-def gather(frame: Frame, arg: Out, state: Dict[str, Any]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Carry-over + this batch's finite points: ``(S, V, hi)``.
-
-    ``S``/``V`` are the points' step numbers and values; ``hi[i]`` is how many of
-    them come from rows at or before row ``i`` (so ``S[:hi[i]]`` is what row ``i`` may see).
-    """
-    values = arg[0]
-    n = frame.n
-    rows = point_rows(arg, n)
-    if rows is None:
-        s_new, v_new = frame.steps, values
-    else:
-        s_new, v_new = frame.steps[rows], values[rows]
-    ok = np.isfinite(v_new)
-    if not ok.all():
-        rows = (np.arange(n) if rows is None else rows)[ok]
-        s_new, v_new = s_new[ok], v_new[ok]
-    carry_s, carry_v = state["s"], state["v"]
-    c0 = carry_s.shape[0]
-    S = np.concatenate((carry_s, s_new)) if c0 else s_new
-    V = np.concatenate((carry_v, v_new)) if c0 else v_new
-    if rows is None:
-        hi = np.arange(c0 + 1, c0 + n + 1)
-    else:
-        hi = c0 + search_right(rows, np.arange(n))
-    return S, V, hi
-
-
-def keep(state: Dict[str, Any], S: np.ndarray, V: np.ndarray, frame: Frame, span: int,
-         extra_before: int = 0, lags: Tuple[Tuple[int, int, int], ...] = ()) -> None:
-    """Keep the points with step > last step - ``span`` (plus ``extra_before`` older ones,
-    and the past windows ``lags``: :func:`carries.cuts`)."""
-    if frame.n == 0:
-        return
-    last = frame.steps[-1:]
-    cut = int(carries.cuts(S, last, np.zeros(1, dtype=np.int64), (span, extra_before, lags))[0])
-    if S.shape[0] > frame.n and 2 * cut < S.shape[0]:
-        # S and V are this operator's own concatenation (carry + new points), mostly kept
-        # (a long window): keep views, not copies; the rest is freed with the next batch
-        state["s"], state["v"] = S[cut:], V[cut:]
-    else:
-        state["s"], state["v"] = S[cut:].copy(), V[cut:].copy()
 
 
 def at_least(lo: np.ndarray, hi: np.ndarray, m: int, floor: Any) -> np.ndarray:
@@ -170,42 +104,22 @@ class LastN(WindowNode):
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
         n, m = self.n_steps, self.least_points
-        group = carries.kept(frame, self.children[0].key, n, m)
-        key = carries.carry_key(self.children[0].key, group)
-        shared = carries.shared_gather(frame, key, [state])
-        if shared is None:
-            before = [state["s"]]
-            S, V, hi = gather(frame, args[0], state)
-        else:
-            S, V, hi, owners = shared
+        carry = Shared(frame, self.children[0].key, args[0], [state], n, m)
+        S, V, hi = carry.arrays
         lo = at_least(search_right(S, frame.steps - n), hi, m, 0)
         out = self.reduce(V, lo, hi, V[0] if V.shape[0] else 0.0, self.sums(frame, V))
-        if shared is None:
-            keep(state, S, V, frame, *group)
-            carries.share(frame, key, before, (S, V, hi), [state])
-        else:
-            carries.take(owners, [state])
+        carry.keep()
         return out, args[0][1]
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
-        from msdoctor.core.engine.segments import gather_segments, keep_segments, segment_refs
+        from msdoctor.core.engine.segments import segment_refs
         n, m = self.n_steps, self.least_points
-        group = carries.kept(frame, self.children[0].key, n, m)
-        key = carries.carry_key(self.children[0].key, group)
-        shared = carries.shared_gather(frame, key, states)
-        if shared is None:
-            before = [st["s"] for st in states]
-            K, V, hi, start = gather_segments(frame, args[0], states)
-        else:
-            K, V, hi, start, owners = shared
+        carry = Shared(frame, self.children[0].key, args[0], states, n, m)
+        K, V, hi, start = carry.arrays
         lo = np.searchsorted(K, frame.segments.keys - n, side="right")
         lo = at_least(lo, hi, m, start[frame.segments.seg])
         out = self.reduce(V, lo, hi, segment_refs(V, start), self.sums(frame, V))
-        if shared is None:
-            keep_segments(states, K, V, frame, start, *group)
-            carries.share(frame, key, before, (K, V, hi, start), states)
-        else:
-            carries.take(owners, states)
+        carry.keep()
         return out, args[0][1]
 
 
@@ -278,26 +192,31 @@ class Delta(WindowNode):
 
     name = "delta"
 
+    def carry_spec(self) -> Tuple[str, int, int, Tuple[Tuple[int, int, int], ...]]:
+        """The points of the last n steps and the one before them."""
+        return self.children[0].key, self.n_steps, 1, ()
+
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
         n = self.n_steps
-        S, V, hi = gather(frame, args[0], state)
+        carry = Shared(frame, self.children[0].key, args[0], [state], n, 1)
+        S, V, hi = carry.arrays
         out = np.full(frame.n, np.nan)
         if V.shape[0]:
             past_idx = search_right(S, frame.steps - n) - 1
             out = self.delta(V, hi, past_idx, 0)
-        keep(state, S, V, frame, n, extra_before=1)
+        carry.keep()
         return out, args[0][1]
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
-        from msdoctor.core.engine.segments import gather_segments, keep_segments
         n = self.n_steps
-        K, V, hi, start = gather_segments(frame, args[0], states)
+        carry = Shared(frame, self.children[0].key, args[0], states, n, 1)
+        K, V, hi, start = carry.arrays
         out = np.full(frame.n, np.nan)
         if V.shape[0]:
             first = start[frame.segments.seg]       # each row's rank's first point
             past_idx = np.searchsorted(K, frame.segments.keys - n, side="right") - 1
             out = self.delta(V, hi, past_idx, first)
-        keep_segments(states, K, V, frame, start, n, extra_before=1)
+        carry.keep()
         return out, args[0][1]
 
     @staticmethod
@@ -314,19 +233,24 @@ class Prev(WindowNode):
 
     name = "prev"
 
+    def carry_spec(self) -> Tuple[str, int, int, Tuple[Tuple[int, int, int], ...]]:
+        """The last k + 1 points."""
+        return self.children[0].key, 0, self.n_steps + 1, ()
+
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
         k = self.n_steps
-        S, V, hi = gather(frame, args[0], state)
+        carry = Shared(frame, self.children[0].key, args[0], [state], 0, k + 1)
+        S, V, hi = carry.arrays
         out = self.back(V, hi - 1 - k, 0)
-        keep(state, S, V, frame, 0, extra_before=k + 1)
+        carry.keep()
         return out, args[0][1]
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
-        from msdoctor.core.engine.segments import gather_segments, keep_segments
         k = self.n_steps
-        K, V, hi, start = gather_segments(frame, args[0], states)
+        carry = Shared(frame, self.children[0].key, args[0], states, 0, k + 1)
+        K, V, hi, start = carry.arrays
         out = self.back(V, hi - 1 - k, start[frame.segments.seg])
-        keep_segments(states, K, V, frame, start, 0, extra_before=k + 1)
+        carry.keep()
         return out, args[0][1]
 
     @staticmethod

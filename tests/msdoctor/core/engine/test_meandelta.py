@@ -67,12 +67,16 @@ def test_a_non_finite_record_is_a_point_of_the_mean_and_so_a_past_point_of_delta
     assert got[14] == pytest.approx(13.0 - 7.5)       # not 13 - 7 (the mean at step 9)
 
 
-def test_windows_and_deltas_of_means_over_one_argument_hold_one_carry():
+def test_windows_deltas_and_prev_over_one_argument_hold_one_carry_and_give_their_own_values():
     texts = ["mean(loss, 20)", "std(loss, 5)", "max(loss, 40)", "delta(mean(loss, 20), 100)",
-             "delta(mean(loss, 5, 3), 60)"]
+             "delta(mean(loss, 5, 3), 60)", "delta(loss, 30)", "prev(loss, 3)"]
     feed = Feed(texts)
     steps, values = make_series(seed=3, n=300)
     feed.feed(steps, values)
+    for k, text in enumerate(texts):
+        alone = run_expr(text, steps, {"loss": values}, [5, 1, 17])
+        np.testing.assert_allclose(feed.values(k), alone, rtol=1e-9, atol=1e-12, equal_nan=True,
+                                   err_msg=text)
     states = [feed.ctx.states[feed.index(t)] for t in texts]
     assert all(st["s"] is states[0]["s"] and st["v"] is states[0]["v"] for st in states)
     # the longest need: the mean of 20 steps that ended 100 steps or more before the last one

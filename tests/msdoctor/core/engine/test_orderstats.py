@@ -46,7 +46,7 @@ def test_a_constant_window_needs_no_sort_and_has_a_zero_mad():
 
 @pytest.mark.parametrize("seed", range(20))
 def test_the_arithmetic_step_search_equals_searchsorted(seed):
-    from msdoctor.core.engine.windows import search_right
+    from msdoctor.core.engine.gathers import search_right
 
     rng = np.random.default_rng(seed)
     start, m = int(rng.integers(-5, 1000)), int(rng.integers(0, 300))
