@@ -27,11 +27,13 @@ def state_of(engine: Any) -> Dict[str, Any]:
     """The state of ``engine`` (an :class:`~msdoctor.core.engine.evaluator.Engine`): JSON
     values and numpy arrays (``msdoctor.core.snapshot`` stores the arrays natively)."""
     runs = {}
+    stateful = [i for i, node in enumerate(engine.program.nodes) if node.stateful]
     for name, rc in engine.runs.items():
         ranks = {}
         plain = []                   # each rank's dict states, saved as columns
         for rank, ctx in rc.ranks.items():
-            kept = [(i, s) for i, s in enumerate(ctx.states) if s]
+            states = ctx.states       # only stateful operators keep anything
+            kept = [(i, states[i]) for i in stateful if states[i]]
             plain.append([(i, s) for i, s in kept if type(s) is dict])
             ranks[str(rank)] = {
                 "states": [[i, pack(s)] for i, s in kept if type(s) is not dict],

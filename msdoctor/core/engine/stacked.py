@@ -32,16 +32,49 @@ _INT, _FLOAT = np.dtype(np.int64), np.dtype(np.float64)
 def stack(ranks: Sequence[Sequence[Tuple[int, Dict[str, Any]]]]) -> List[Dict[str, Any]]:
     """The ``(operator, state)`` pairs of each rank (a rank's position in ``ranks`` is its
     index) as columns: ``{"op", "key", "at", and "n" + "a" | "f" | "i" | "x"}``."""
+    grouped = _by_operator(ranks)
+    columns: List[Dict[str, Any]] = []
+    same: Dict[Tuple[int, ...], int] = {}      # arrays held by several operators: saved once
+    for (i, key), (at, values) in grouped.items():
+        if values and type(values[0]) is np.ndarray:
+            held = tuple(map(id, values)) + tuple(at)
+            first = same.get(held)
+            if first is not None and "a" in columns[first]:
+                columns.append({"op": i, "key": str(key), "at": np.asarray(at, dtype=np.int64),
+                                "like": first})
+                continue
+            same[held] = len(columns)
+        columns.append(_column(i, key, at, values))
+    return _shared(columns)
+
+
+def _by_operator(ranks: Sequence[Sequence[Tuple[int, Dict[str, Any]]]]
+                 ) -> Dict[Tuple[int, str], Tuple[List[int], List[Any]]]:
+    """``(operator, state key) -> (ranks, values)``; ranks that keep the same operators with
+    the same keys (all of them, as a rule) are taken a column at a time."""
     grouped: Dict[Tuple[int, str], Tuple[List[int], List[Any]]] = {}
-    for r, states in enumerate(ranks):
-        for i, state in states:
+    layout = [(i, tuple(state)) for i, state in ranks[0]] if ranks else []
+    alike = [r for r, states in enumerate(ranks)
+             if len(states) == len(layout) and all(i == j and len(state) == len(keys)
+                                                  for (i, state), (j, keys) in zip(states, layout))
+             and all(tuple(state) == keys for (_, state), (_, keys) in zip(states, layout))]
+    if alike:
+        for k, (i, keys) in enumerate(layout):
+            column = [ranks[r][k][1] for r in alike]
+            for key in keys:
+                grouped[(i, key)] = (list(alike), [st[key] for st in column])
+    done = set(alike)
+    for r, pairs in enumerate(ranks):
+        if r in done:
+            continue
+        for op, state in pairs:
             for key, value in state.items():
-                column = grouped.get((i, key))
-                if column is None:
-                    column = grouped[(i, key)] = ([], [])
-                column[0].append(r)
-                column[1].append(value)
-    return _shared([_column(i, key, at, values) for (i, key), (at, values) in grouped.items()])
+                found = grouped.get((op, key))
+                if found is None:
+                    found = grouped[(op, key)] = ([], [])
+                found[0].append(r)
+                found[1].append(value)
+    return grouped
 
 
 def _shared(columns: List[Dict[str, Any]]) -> List[Dict[str, Any]]:

@@ -90,3 +90,21 @@ def test_a_column_equal_to_an_earlier_one_refers_to_it_and_comes_back_whole():
     by[(5, "s")]["like"] = columns.index(by[(5, "s")])       # itself: a column without arrays
     with pytest.raises(ValueError, match="holds no arrays"):
         unstack(columns, 3)
+
+
+def test_arrays_that_several_operators_hold_are_saved_once_and_come_back_as_copies_each():
+    shared = [(np.arange(r, r + 6), np.arange(6.0) + r) for r in range(4)]
+    ranks = [[(0, {"s": shared[r][0], "v": shared[r][1], "first": 1.0 * r}),
+              (2, {"s": shared[r][0], "v": shared[r][1], "last": 2.0}),
+              (9, {"s": shared[r][0].copy(), "v": shared[r][1] + (r == 3)})] for r in range(4)]
+    ranks[2] = ranks[2][:2]                                  # rank 2 lacks operator 9
+    columns = stack(ranks)
+    by = {(c["op"], c["key"]): c for c in columns}
+    assert by[(2, "s")]["like"] == columns.index(by[(0, "s")])    # the same arrays: by identity
+    assert by[(2, "v")]["like"] == columns.index(by[(0, "v")])
+    assert "a" in by[(9, "v")]                               # rank 3 differs: its own column
+    back = unstack(saved(columns), 4)
+    for r in range(4):
+        want = [[i, {k: pack(v) for k, v in st.items()}] for i, st in ranks[r]]
+        assert same(back[r], want), r
+        assert not np.shares_memory(back[r][0][1]["v"], back[r][1][1]["v"])
