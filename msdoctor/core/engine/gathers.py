@@ -67,7 +67,7 @@ def gather(frame: Frame, arg: Out, state: Dict[str, Any]) -> Tuple[np.ndarray, n
 def keep(state: Dict[str, Any], S: np.ndarray, V: np.ndarray, frame: Frame, span: int,
          extra_before: int = 0, lags: Tuple[Tuple[int, int, int], ...] = ()) -> None:
     """Keep the points with step > last step - ``span`` (plus ``extra_before`` older ones,
-    and the past windows ``lags``: :func:`carries.cuts`)."""
+    and the past windows ``lags``: :func:`.segments.cuts`)."""
     if frame.n == 0:
         return
     last = frame.steps[-1:]
