@@ -263,11 +263,11 @@ class Engine:
         steps = batch.steps
         frame = Frame(steps, steps.astype(np.float64), t, batch, ctx)
         failed: Dict[int, str] = {}
-        outs = self.program.evaluate(frame, ctx.states, failed)
+        lasts: Dict[int, np.ndarray] = {}
+        outs = self.program.evaluate(frame, ctx.states, failed, lasts)
         last = ctx.last
-        for i, o in enumerate(outs):
-            if o is not None:
-                last[i] = float(o[0][-1])
+        for i, v in lasts.items():
+            last[i] = float(v[0])
         found = []
         for order, cr in enumerate(self.program.rules):
             name = cr.rule.alert

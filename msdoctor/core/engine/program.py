@@ -48,6 +48,8 @@ class Program:
         self.rules: List[CompiledRule] = []
         #: per argument, what the window operators over it keep (one carry for all of them)
         self.keeps: Dict[str, Group] = {}
+        self.roots: Set[int] = set()         # outputs read after an evaluation
+        self._release: Optional[List[List[int]]] = None
         for rule in rules:
             cond = self.add(rule.condition)
             value = self.add(rule.value)
@@ -67,12 +69,19 @@ class Program:
         self.keys = [n.key for n in self.nodes]
 
     def add(self, node: Node) -> int:
-        """Index of ``node`` (added with its children unless an equal one exists)."""
+        """Index of ``node`` (added with its children unless an equal one exists); its output
+        is kept to the end of an evaluation (a root)."""
+        index = self._add(node)
+        self.roots.add(index)
+        return index
+
+    def _add(self, node: Node) -> int:
         node = fused(node)
         found = self._index.get(node.key)
         if found is not None:
             return found
-        args = tuple(self.add(child) for child in node.children)
+        self._release = None
+        args = tuple(self._add(child) for child in node.children)
         self.nodes.append(node)
         self.args.append(args)
         join_group(self.keeps, node)
@@ -89,6 +98,33 @@ class Program:
                 stack.extend(self.args[i])
         return tuple(sorted(seen))
 
+    def release_after(self) -> List[List[int]]:
+        """Per operator, the outputs that no later operator reads once it has run (the roots'
+        are kept): an evaluation holds a frontier of outputs, not all ~700 of them."""
+        if self._release is None:
+            last: Dict[int, int] = {}
+            for i, args in enumerate(self.args):
+                for a in args:
+                    last[a] = i
+            release: List[List[int]] = [[] for _ in self.nodes]
+            for a, i in last.items():
+                if a not in self.roots:
+                    release[i].append(a)
+            self._release = release
+        return self._release
+
+    def _done(self, i: int, outs: List[Optional[Out]], lasts: Optional[Dict[int, np.ndarray]],
+              rows: Optional[np.ndarray]) -> None:
+        """After operator i: its values at ``rows`` into ``lasts``, and the outputs read for
+        the last time freed (only when the caller takes ``lasts``)."""
+        if lasts is None:
+            return
+        out = outs[i]
+        if out is not None and rows is not None:
+            lasts[i] = out[0][rows]
+        for a in self.release_after()[i]:
+            outs[a] = None
+
     def initial_values(self) -> List[float]:
         """Per operator value before any batch: constants known, everything else NaN."""
         return [float(n.params[0]) if isinstance(n, Const) else math.nan for n in self.nodes]
@@ -96,54 +132,66 @@ class Program:
     def new_states(self) -> List[Dict[str, Any]]:
         return [node.new_state() for node in self.nodes]
 
-    def evaluate(self, frame: Frame, states: List[Dict[str, Any]],
-                 failed: Dict[int, str]) -> List[Optional[Out]]:
-        """Every operator over the batch; an operator that raises is recorded in ``failed``."""
+    def evaluate(self, frame: Frame, states: List[Dict[str, Any]], failed: Dict[int, str],
+                 lasts: Optional[Dict[int, np.ndarray]] = None) -> List[Optional[Out]]:
+        """Every operator over the batch; an operator that raises is recorded in ``failed``.
+        With ``lasts``: each operator's value at the last row goes there, and only the
+        roots' outputs are returned (the others are freed as soon as no operator needs them)."""
         outs: List[Optional[Out]] = [None] * len(self.nodes)
         frame.memo[KEEPS] = self.keeps
+        rows = np.array([frame.n - 1]) if frame.n else None
         with np.errstate(all="ignore"):
             for i, node in enumerate(self.nodes):
                 args = [outs[a] for a in self.args[i]]
                 if any(a is None for a in args):
+                    self._done(i, outs, lasts, rows)
                     continue
                 try:
                     outs[i] = node.evaluate(frame, args, states[i])  # type: ignore[arg-type]
                 except Exception as exc:  # noqa: BLE001 - one operator must not stop the others
                     failed[i] = f"{type(exc).__name__}: {exc}"
                     states[i] = node.new_state()
+                self._done(i, outs, lasts, rows)
         return outs
 
     def evaluate_ranks(self, frame: Frame, states: List[List[Dict[str, Any]]],
-                       failed: Dict[int, str]) -> List[Optional[Out]]:
+                       failed: Dict[int, str], lasts: Optional[Dict[int, np.ndarray]] = None
+                       ) -> List[Optional[Out]]:
         """:meth:`evaluate` over a many-rank frame (``frame.segments``); ``states[r]`` are
         rank r's operator states. Each operator runs once for all ranks (rank by rank when
-        it has no segment-aware version)."""
+        it has no segment-aware version). ``lasts``: as :meth:`evaluate`, each operator's
+        values at the ranks' last rows."""
         from msdoctor.core.engine.segments import per_rank
         outs: List[Optional[Out]] = [None] * len(self.nodes)
         frame.memo[KEEPS] = self.keeps
+        rows = frame.segments.last_rows()
         with np.errstate(all="ignore"):
             for i, node in enumerate(self.nodes):
                 args = [outs[a] for a in self.args[i]]
                 if any(a is None for a in args):
+                    self._done(i, outs, lasts, rows)
                     continue
                 try:
-                    if node.rowwise:
-                        outs[i] = node.evaluate(frame, args, {})  # type: ignore[arg-type]
-                        continue
-                    many = getattr(node, "evaluate_segments", None)
-                    if many is not None and not node.stateful:
-                        outs[i] = many(frame, args, states)    # per-rank states unused
-                        continue
-                    mine = [s[i] for s in states]
-                    if many is not None:
-                        outs[i] = many(frame, args, mine)
-                    else:
-                        outs[i] = per_rank(node, frame, args, mine)  # type: ignore[arg-type]
+                    outs[i] = self._evaluate_one(node, frame, args, states, i, per_rank)
                 except Exception as exc:  # noqa: BLE001 - one operator must not stop the others
                     failed[i] = f"{type(exc).__name__}: {exc}"
                     for s in states:
                         s[i] = node.new_state()
+                self._done(i, outs, lasts, rows)
         return outs
+
+    @staticmethod
+    def _evaluate_one(node: Node, frame: Frame, args: List[Any], states: List[List[Dict[str, Any]]],
+                      i: int, per_rank: Any) -> Out:
+        if node.rowwise:
+            return node.evaluate(frame, args, {})
+        many = getattr(node, "evaluate_segments", None)
+        if many is not None and not node.stateful:
+            return many(frame, args, states)          # per-rank states unused
+        mine = [s[i] for s in states]
+        if many is not None:
+            return many(frame, args, mine)
+        return per_rank(node, frame, args, mine)
 
     def tick(self, frame: Frame, states: List[Dict[str, Any]], last: List[float],
              failed: Dict[int, str], only: Optional[Sequence[int]] = None) -> Dict[int, float]:

@@ -45,8 +45,9 @@ def evaluate_ranks(engine: Any, ctxs: Sequence[RankContext],
                   segments=segs)
     failed: Dict[int, str] = {}
     program = engine.program
-    outs = program.evaluate_ranks(frame, [ctx.states for ctx in ctxs], failed)
-    _keep_last(ctxs, outs, segs.last_rows())
+    lasts: Dict[int, np.ndarray] = {}
+    outs = program.evaluate_ranks(frame, [ctx.states for ctx in ctxs], failed, lasts)
+    _keep_last(ctxs, lasts, len(outs))
     bounds = segs.bounds.tolist()
     found: List[List[Any]] = [[] for _ in ctxs]
     for order, cr in enumerate(program.rules):
@@ -84,16 +85,17 @@ def evaluate_ranks(engine: Any, ctxs: Sequence[RankContext],
     return out
 
 
-def _keep_last(ctxs: Sequence[RankContext], outs: List[Any], last_rows: np.ndarray) -> None:
-    """Each rank's ``last``: every operator's value at its last row (failed ones unchanged)."""
-    done = [i for i, o in enumerate(outs) if o is not None]
+def _keep_last(ctxs: Sequence[RankContext], lasts: Dict[int, np.ndarray], count: int) -> None:
+    """Each rank's ``last``: every operator's value at its last row (``lasts``: per operator
+    its values at the ranks' last rows; failed ones unchanged)."""
+    done = sorted(lasts)
     if not done:
         return
-    table = np.empty((len(done), last_rows.shape[0]))
+    table = np.empty((len(done), len(ctxs)))
     for k, i in enumerate(done):
-        table[k] = outs[i][0][last_rows]
+        table[k] = lasts[i]
     columns = table.T.tolist()
-    everything = len(done) == len(outs)
+    everything = len(done) == count
     for ctx, values in zip(ctxs, columns):
         if everything:
             ctx.last = values
