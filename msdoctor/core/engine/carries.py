@@ -85,11 +85,17 @@ def share(frame: Frame, key: Hashable, before: List[np.ndarray], gathered: Tuple
 
 
 def adopt(owner: State, state: State) -> None:
-    """``state`` holds ``owner``'s arrays if both keep the same points."""
+    """Both hold the longer one's arrays if the other's points are its last ones (carries
+    restored from a snapshot of another program, or reset after an error, hold fewer
+    points; more history changes no window's values)."""
     if state["s"] is owner["s"]:
         return
-    if np.array_equal(state["s"], owner["s"]) and np.array_equal(state["v"], owner["v"]):
-        state["s"], state["v"] = owner["s"], owner["v"]
+    long, short = (owner, state) if owner["s"].shape[0] >= state["s"].shape[0] else (state, owner)
+    n = short["s"].shape[0]
+    if np.array_equal(long["s"][long["s"].shape[0] - n:], short["s"]) \
+            and np.array_equal(long["v"][long["v"].shape[0] - n:], short["v"]):
+        for held in (owner, state):
+            held["s"], held["v"] = long["s"], long["v"]
 
 
 def take(owners: List[State], states: List[State]) -> None:

@@ -90,16 +90,18 @@ def test_carries_restored_as_copies_are_shared_again_after_one_batch_with_the_sa
     assert feed.ctx.states[count]["s"] is feed.ctx.states[mean]["s"]
 
 
-def test_an_operator_reset_alone_keeps_its_own_short_history_until_it_matches_again():
+def test_an_operator_reset_alone_joins_the_longer_carry_after_one_batch_of_its_own():
     steps, values = make_series(seed=8, n=300, holes=False)
     feed = Feed(["mean(loss, 30)", "count(loss, 30)"])
     feed.feed(steps, values, 0, 100)
     count = feed.index("count(loss,30)")
     feed.ctx.states[count] = feed.program.nodes[count].new_state()    # as after an error
     feed.out = [[], []]
-    feed.feed(steps, values, 100, 300)
-    alone = run_expr("count(loss, 30)", steps[100:], {"loss": values[100:]}, SIZES)
-    np.testing.assert_array_equal(feed.values(1), alone)      # counts from the reset on
-    assert feed.values(1)[0] == 1 and feed.values(1)[-1] == 30
+    feed.batch(steps[100:107], values[100:107])           # its own carry: counts from the reset
+    np.testing.assert_array_equal(feed.values(1), np.arange(1, 8))
     mean = feed.index("mean(loss,30)")
     assert feed.ctx.states[count]["s"] is feed.ctx.states[mean]["s"]   # one carry again
+    feed.out = [[], []]
+    feed.feed(steps, values, 107, 300)
+    alone = run_expr("count(loss, 30)", steps, {"loss": values}, SIZES)
+    np.testing.assert_array_equal(feed.values(1), alone[107:])          # the whole history
