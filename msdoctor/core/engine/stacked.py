@@ -45,7 +45,12 @@ def stack(ranks: Sequence[Sequence[Tuple[int, Dict[str, Any]]]]) -> List[Dict[st
                 continue
             same[held] = len(columns)
         columns.append(_column(i, key, at, values))
-    return _shared(columns)
+    columns = _shared(columns)
+    for column in columns:             # a column held by identity may since refer to another
+        like = column.get("like")
+        while like is not None and "like" in columns[like]:
+            like = column["like"] = columns[like]["like"]
+    return columns
 
 
 def _by_operator(ranks: Sequence[Sequence[Tuple[int, Dict[str, Any]]]]

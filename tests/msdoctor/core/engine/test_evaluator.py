@@ -183,3 +183,38 @@ def test_state_is_bounded_by_the_windows_not_the_run_length(rules):
     small = state_bytes(engine)
     engine.process("r", 0, [], steps(0, 1001, [1.0] * 20000))
     assert state_bytes(engine) < small * 1.5
+
+
+def shipped_steps(rank, first, n):
+    """Healthy LLM-like steps of one rank (every signal the shipped rules read), a NaN loss
+    at step 380."""
+    rng = np.random.default_rng(rank)
+    events = []
+    for s in range(first, first + n):
+        loss = math.nan if s == 380 else 10 / (1 + 0.01 * s) + 0.05 * rng.random()
+        events.append(make("step", rank, run="r", step=s, t=1000.0 + 0.4 * s, loss=loss,
+                           grad_norm=1 + 0.1 * rng.random(), loss_scale=65536.0, overflow=False,
+                           lr=3e-4, tokens=4096, step_time_s=0.4, data_wait_s=0.002,
+                           mem_host_rss_bytes=3e10 + rank))
+    return columnize("r", rank, events)
+
+
+def test_a_snapshot_of_the_shipped_rules_over_several_ranks_resumes_as_if_never_stopped():
+    from msdoctor.core.engine.loader import default_rules_dir
+    shipped = load_rules([default_rules_dir()])
+    starts = [[make("run_start", r, run="r", t=1000.0, world_size=3)] for r in range(3)]
+    straight, before, after = [], [], []
+    whole = Engine(shipped, sinks=[straight.append])
+    whole.process_many([("r", r, starts[r], shipped_steps(r, 1, 300)) for r in range(3)])
+    whole.process_many([("r", r, [], shipped_steps(r, 301, 100)) for r in range(3)])
+    first = Engine(shipped, sinks=[before.append])
+    first.process_many([("r", r, starts[r], shipped_steps(r, 1, 300)) for r in range(3)])
+    doc, arrays = split_arrays(first.state_dict())
+    state = join_arrays(json.loads(json.dumps(doc, allow_nan=False)),
+                        {k: v.copy() for k, v in arrays.items()})
+    second = Engine(shipped, sinks=[after.append])
+    second.load_state_dict(state)
+    second.process_many([("r", r, [], shipped_steps(r, 301, 100)) for r in range(3)])
+    assert not second.errors
+    assert {a.alert for a in straight} >= {"LossNonFinite"}
+    assert [a.to_dict() for a in before + after] == [a.to_dict() for a in straight]

@@ -108,3 +108,15 @@ def test_arrays_that_several_operators_hold_are_saved_once_and_come_back_as_copi
         want = [[i, {k: pack(v) for k, v in st.items()}] for i, st in ranks[r]]
         assert same(back[r], want), r
         assert not np.shares_memory(back[r][0][1]["v"], back[r][1][1]["v"])
+
+
+def test_a_column_held_by_identity_of_a_column_equal_to_an_earlier_one_refers_to_the_first():
+    early = [np.arange(r, r + 5) for r in range(3)]
+    equal = [a.copy() for a in early]                        # equal values, other objects
+    ranks = [[(0, {"s": early[r]}), (1, {"s": equal[r]}), (2, {"s": equal[r]})] for r in range(3)]
+    columns = stack(ranks)
+    by = {c["op"]: c for c in columns}
+    assert by[1]["like"] == columns.index(by[0]) and by[2]["like"] == columns.index(by[0])
+    back = unstack(saved(columns), 3)
+    for r in range(3):
+        assert [st["s"].tolist() for _, st in back[r]] == [early[r].tolist()] * 3
