@@ -414,6 +414,8 @@ class Pipeline:
         pacer = PollPacer(MIN_POLL_GAP)
         try:
             while not stop_event.is_set():
+                if waker is not None and waker.native:
+                    waker.watch()                   # before the read: no write falls between
                 started = time.monotonic()
                 chunks = self.poll_once()
                 pacer.polled(started, bool(chunks))

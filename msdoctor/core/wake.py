@@ -75,7 +75,7 @@ class SpoolWaker:
     def wait(self, timeout: float) -> bool:
         """Return once something under ``events/`` changed (True) or after ``timeout`` s
         (False); events already queued return at once."""
-        if self._fd < 0 or not self._watch():
+        if self._fd < 0 or not self.watch():
             time.sleep(max(0.0, timeout))
             return False
         try:
@@ -95,8 +95,10 @@ class SpoolWaker:
                 pass
             self._fd = -1
 
-    def _watch(self) -> bool:
-        """Watch ``events/`` (or ``run_dir`` until it exists); False when neither can be."""
+    def watch(self) -> bool:
+        """Watch ``events/`` (or ``run_dir`` until it exists); False when neither can be.
+        Called before each poll as well: a line written after the poll read its file, but
+        before the first :meth:`wait`, is then not missed."""
         target = self.events if self.events.is_dir() else self.run_dir
         if self._watching == target:
             return True
