@@ -22,7 +22,7 @@ import numpy as np
 from msdoctor.core.engine.nodes import Frame, Node
 
 State = Dict[str, Any]
-#: ``frame.memo`` key of the program's keep groups (:func:`keep_groups`)
+#: ``frame.memo`` key of the program's keep groups (:func:`join_group`)
 KEEPS = "keeps"
 
 

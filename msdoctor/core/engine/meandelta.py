@@ -21,7 +21,7 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 from msdoctor.core.engine.gathers import Shared, point_rows, search_right
-from msdoctor.core.engine.nodes import Frame, Node, Out
+from msdoctor.core.engine.nodes import Frame, Node, Out, locf, locf_segments
 from msdoctor.core.engine.windows import Aggregate, Delta, WindowNode, at_least
 
 _EMPTY_I = np.zeros(0, dtype=np.int64)
@@ -64,7 +64,7 @@ class MeanDelta(WindowNode):
         carry = Shared(frame, self.children[0].key, args[0], [state], 0, 0, ((k, n, m),))
         S, V, hi = carry.arrays
         holes = np.concatenate((state["holes"], frame.steps[new_holes(frame.n, args)]))
-        now = last_points(args[1], np.array([0, frame.n]), np.array([state["last"]]))
+        now = locf(args[1][0], finite_points(args[1]), state)
         target = frame.steps - k
         past = search_right(S, target) - 1
         step = np.where(past >= 0, S[np.maximum(past, 0)], -1) if S.shape[0] else \
@@ -78,7 +78,6 @@ class MeanDelta(WindowNode):
                                  Aggregate.sums(frame, V))
         out = now - np.where(step >= 0, value, np.nan)
         if frame.n:
-            state["last"] = float(now[-1])
             state["holes"] = kept_holes(holes, int(frame.steps[-1]) - k)
         carry.keep()
         return out, args[1][1]
@@ -89,8 +88,7 @@ class MeanDelta(WindowNode):
         segs = frame.segments
         carry = Shared(frame, self.children[0].key, args[0], states, 0, 0, ((k, n, m),))
         K, V, hi, start = carry.arrays
-        lasts = np.fromiter((st["last"] for st in states), dtype=np.float64, count=segs.count)
-        now = last_points(args[1], segs.bounds, lasts)
+        now = locf_segments(args[1][0], finite_points(args[1]), frame, states)
         first = start[segs.seg]
         target = segs.keys - k
         past = np.searchsorted(K, target, side="right") - 1
@@ -103,10 +101,6 @@ class MeanDelta(WindowNode):
         lo = at_least(np.searchsorted(K, step - n, side="right"), top, m, first)
         value = self.mean.reduce(V, lo, top, segment_refs(V, start), Aggregate.sums(frame, V))
         out = now - np.where(step >= 0, value, np.nan)
-        ends = segs.bounds[1:]
-        for r, st in enumerate(states):
-            if ends[r] > segs.bounds[r]:
-                st["last"] = float(now[ends[r] - 1])
         carry.keep()
         return out, args[1][1]
 
@@ -124,16 +118,12 @@ def new_holes(n: int, args: List[Out]) -> np.ndarray:
     return out
 
 
-def last_points(arg: Out, bounds: np.ndarray, before: np.ndarray) -> np.ndarray:
-    """Per row, the value of ``arg``'s last finite point at or before it in its segment
-    (``bounds``: row offsets of the segments), else its segment's ``before``."""
+def finite_points(arg: Out) -> np.ndarray:
+    """Mask of the rows where ``arg`` has a finite point."""
     values, mask = arg
-    n = values.shape[0]
-    ok = np.isfinite(values) if mask is None else (
-        np.zeros(n, dtype=bool) if mask is False else mask & np.isfinite(values))
-    idx = np.maximum.accumulate(np.where(ok, np.arange(n), -1)) if n else _EMPTY_I
-    seg = np.repeat(np.arange(bounds.shape[0] - 1), np.diff(bounds))
-    return np.where(idx >= bounds[seg], values[np.maximum(idx, 0)], before[seg])
+    if mask is False:
+        return np.zeros(values.shape[0], dtype=bool)
+    return np.isfinite(values) if mask is None else mask & np.isfinite(values)
 
 
 def kept_holes(holes: np.ndarray, since: int) -> np.ndarray:
