@@ -4,12 +4,18 @@ A poll of many ranks allocates and frees thousands of arrays of tens of kilobyte
 rank's window points). glibc's allocator keeps the freed pages in the process: after
 10k steps of 1024 ranks the sidecar's RSS was ~1.5x its live memory. ``malloc_trim``
 returns them; elsewhere (another C library) :func:`release` does nothing.
+
+:class:`IdleRelease` does it when a reader goes idle after reading: the pages a drain of a
+large spool freed go back at its end rather than at the next snapshot (at 256 ranks x 10k
+steps, 318 of the process's 769 MiB were such pages; the trim took 40 ms, 4 ms with nothing
+to return).
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
-from typing import Any, Optional
+import time
+from typing import Any, Callable, Optional
 
 _libc: Optional[Any] = None
 _loaded = False
@@ -34,3 +40,30 @@ def release() -> bool:
     if trim is None:
         return False
     return bool(trim(0))
+
+
+class IdleRelease:
+    """Calls :func:`release` on the first idle poll after polls that read something, at most
+    once per ``every`` seconds (a live run that goes idle between its steps trims rarely)."""
+
+    def __init__(self, every: float = 2.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.every, self.clock = every, clock
+        self.pending = False              # something was read since the last release
+        self.last = -float("inf")
+        self.count = 0                    # releases done
+
+    def note(self, read: bool) -> bool:
+        """After a poll (``read``: it read something); True when it released the heap."""
+        if read:
+            self.pending = True
+            return False
+        if not self.pending or self.clock() - self.last < self.every:
+            return False
+        self.released()
+        release()
+        return True
+
+    def released(self) -> None:
+        """The heap was just released (e.g. after a snapshot)."""
+        self.pending, self.last = False, self.clock()
+        self.count += 1

@@ -114,12 +114,13 @@ class Pipeline:
         self.consumer_errors = 0
         self.times = RankTimes()
         self.last_record_t = -math.inf
-        self.tailer = SpoolTailer(self.run_dir) if self.run_dir is not None else None
+        self.tailer = SpoolTailer(self.run_dir, step_events=False) if self.run_dir is not None else None
         self.restored: Optional[snapshot.Snapshot] = None
         self.last_snapshot: Optional[float] = None
         self.snapshot_seconds = 0.0     # how long the last snapshot took to write
         self.snapshot_failures = 0      # saves that failed (nothing was written)
         self.snapshot_error: Optional[str] = None   # why the last save failed (None: it worked)
+        self.idle_release = heap.IdleRelease()
         if self.persist:
             self._restore(capacity)
 
@@ -157,7 +158,7 @@ class Pipeline:
         except (KeyError, TypeError, ValueError) as exc:
             log.warning("ignoring the saved state in %s: bad spool offsets (%s); rebuilding from "
                         "the start of the spool", self.state_dir, exc)
-            self.tailer = SpoolTailer(self.run_dir)
+            self.tailer = SpoolTailer(self.run_dir, step_events=False)
             return
         snap.store.clock = self.clock.now
         self.run_limit.load(snap.store.run_limit.to_json())
@@ -209,8 +210,10 @@ class Pipeline:
             self.snapshot_error = error
             self.last_snapshot = self.clock.now()       # try again after the interval
             heap.release()
+            self.idle_release.released()
             return None
         heap.release()             # the snapshot's buffers, and the polls' since the last one
+        self.idle_release.released()
         if self.snapshot_error is not None:
             log.warning("the state is saved again in %s after %d failed save(s)",
                         self.state_dir, self.snapshot_failures)
@@ -371,6 +374,7 @@ class Pipeline:
         self._note_layers(chunks)
         self.apply_many(chunks)
         self.tick()
+        self.idle_release.note(bool(chunks))    # a drain's freed pages go back at its end
         return chunks
 
     def drain(self, observe: Optional[Callable[[Chunk], None]] = None) -> int:

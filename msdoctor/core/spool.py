@@ -78,7 +78,7 @@ class SpoolTailer:
     ``offsets`` (from :attr:`offsets` of an earlier tailer) resumes where that
     one stopped; ``runs`` (from :attr:`runs`) restores the run id of each file;
     ``part`` ``(i, n)`` reads only the files of the ranks ``r % n == i`` (a share
-    of a parallel replay). With ``step_events`` off (a replay: the batches carry the
+    of a parallel replay). With ``step_events`` off (a replay, the sidecar: the batches carry the
     steps) a chunk's ``events`` may hold :data:`~msdoctor.core.spool_typed.STEP` for each
     step event instead of its dict (:mod:`msdoctor.core.spool_typed`).
     """

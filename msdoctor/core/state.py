@@ -12,6 +12,7 @@ data, and is counted in ``repeated_steps``.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -26,6 +27,7 @@ from msdoctor.core.limits import RunLimit
 from msdoctor.core.liveness import STALE_MIN_S, gone_after, is_gone, median_of, stale_after
 from msdoctor.core.runstart import fold_run_start
 from msdoctor.core.spool import Chunk
+from msdoctor.core.spool_typed import STEP
 
 DEFAULT_CAPACITY = 4096
 MIN_ROOM = 64           # a series' first backing arrays (points)
@@ -414,8 +416,14 @@ class Store:
             state.apply_steps(chunk.steps)
         self.runs[chunk.run].goodput.apply_chunk(chunk.rank, chunk.events, chunk.others,
                                                  chunk.steps)
+        times = chunk.steps.t if chunk.steps is not None else np.zeros(0)
+        row = times.shape[0]
         for event in reversed(chunk.events):
-            t = event.get("t")
+            if event is STEP:          # a step read into columns only: its t is in them
+                row -= 1
+                t = float(times[row]) if row >= 0 and not math.isnan(times[row]) else None
+            else:
+                t = event.get("t")
             if t is not None:
                 state.t = t
                 break

@@ -10,6 +10,7 @@ import numpy as np
 
 from msdoctor.core import snapshot
 from msdoctor.core.pipeline import Pipeline
+from msdoctor.core.spool_typed import STEP
 from msdoctor.wire import encode, make
 
 N_RANKS, N_STEPS = 3, 600
@@ -203,3 +204,34 @@ def test_run_forever_stops_on_its_event_and_writes_a_final_snapshot(tmp_path):
     snap = snapshot.load(sidecar.state_dir, run_dir)
     assert snap.consumers == {"recorder": {"steps": 100 * N_RANKS}}
     assert snap.store.runs["resume-test"].ranks[2].last_step == 100
+
+
+def test_the_sidecar_gives_the_heap_back_once_when_a_drain_ends_and_not_on_later_idle_polls(
+        tmp_path):
+    run_dir = tmp_path / "run"
+    write_run(run_dir, range(1, 301), start=True)
+    sidecar = Pipeline(run_dir, persist=False, capacity=256)
+    drain(sidecar)                                   # its last poll read nothing: idle
+    assert sidecar.idle_release.count == 1
+    sidecar.idle_release.last -= 60                  # long after
+    sidecar.poll_once()
+    assert sidecar.idle_release.count == 1           # nothing was read since
+
+
+def test_the_live_sidecar_keeps_no_dict_per_step_and_still_knows_each_rank_s_last_time(tmp_path):
+    events = tmp_path / "run" / "events"
+    events.mkdir(parents=True)
+    (events / "rank-0.jsonl").write_bytes(b"".join(
+        [encode(make("run_start", 0, run="r", world_size=2, t=0.0))]
+        + [encode(make("step", 0, step=n, t=float(n), loss=5.0 / n)) for n in range(1, 101)]))
+    (events / "rank-1.jsonl").write_bytes(b"".join(                  # ends on a heartbeat
+        [encode(make("run_start", 1, run="r", world_size=2, t=0.0)),
+         encode(make("step", 1, step=1, t=7.5, loss=2.0)),
+         encode(make("heartbeat", 1, t=9.0, step=1))]))
+    sidecar = Pipeline(tmp_path / "run", persist=False, capacity=256)
+    chunks = sidecar.poll_once()
+    steps = [e for c in chunks for e in c.events if e.get("type") == "step"]
+    assert len(steps) == 101 and all(e is STEP for e in steps)     # the values are in columns
+    ranks = sidecar.store.runs["r"].ranks
+    assert ranks[0].t == 100.0 and ranks[0].last_step == 100
+    assert ranks[1].t == 9.0
