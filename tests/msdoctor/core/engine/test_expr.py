@@ -91,6 +91,19 @@ def test_anything_outside_the_language_is_rejected_with_a_clear_error(text, mess
     assert message in str(info.value)
 
 
+def test_an_expression_is_limited_to_1500_characters():
+    # a rule of three branches of window statistics (LossOscillating) needs ~1300 characters;
+    # the size of the work stays bounded by the 300 operations
+    long = "std(mean(loss, 30), 1000) ** 2 > 0 or " * 38 + "loss > 1"
+    assert 1400 < len(long) <= 1500
+    parse(long)
+    too_long = "loss > 1" + " " * 1493
+    assert len(too_long) == 1501
+    with pytest.raises(ExprError) as info:
+        parse(too_long)
+    assert "too long: 1501 characters, at most 1500" in str(info.value)
+
+
 def test_the_error_offset_points_at_the_offending_part():
     with pytest.raises(ExprError) as info:
         parse("mean(loss, 10) > loss.real")
