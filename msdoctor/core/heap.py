@@ -59,11 +59,11 @@ class IdleRelease:
             return False
         if not self.pending or self.clock() - self.last < self.every:
             return False
-        self.released()
-        release()
+        self.now()
         return True
 
-    def released(self) -> None:
-        """The heap was just released (e.g. after a snapshot)."""
+    def now(self) -> None:
+        """Release the heap now (e.g. after a snapshot); the next idle release waits."""
+        release()
         self.pending, self.last = False, self.clock()
         self.count += 1

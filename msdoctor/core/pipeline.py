@@ -114,7 +114,7 @@ class Pipeline:
         self.consumer_errors = 0
         self.times = RankTimes()
         self.last_record_t = -math.inf
-        self.tailer = SpoolTailer(self.run_dir, step_events=False) if self.run_dir is not None else None
+        self.tailer = self._new_tailer() if self.run_dir is not None else None
         self.restored: Optional[snapshot.Snapshot] = None
         self.last_snapshot: Optional[float] = None
         self.snapshot_seconds = 0.0     # how long the last snapshot took to write
@@ -158,7 +158,7 @@ class Pipeline:
         except (KeyError, TypeError, ValueError) as exc:
             log.warning("ignoring the saved state in %s: bad spool offsets (%s); rebuilding from "
                         "the start of the spool", self.state_dir, exc)
-            self.tailer = SpoolTailer(self.run_dir, step_events=False)
+            self.tailer = self._new_tailer()
             return
         snap.store.clock = self.clock.now
         self.run_limit.load(snap.store.run_limit.to_json())
@@ -174,6 +174,12 @@ class Pipeline:
             self.run_limit.know(getattr(self.engine, "runs", {}))
         log.info("resumed from %s (%d spool files)", self.state_dir / snapshot.FILENAME,
                  len(self.tailer.offsets))
+
+    def _new_tailer(self) -> SpoolTailer:
+        """A tailer of the run directory that reads step lines into columns only (no dict per
+        step line: the store and the engine read the columns)."""
+        assert self.run_dir is not None
+        return SpoolTailer(self.run_dir, step_events=False)
 
     def save_snapshot(self) -> Optional[Path]:
         """Write offsets + state + consumer states now; None when it could not be written.
@@ -209,11 +215,9 @@ class Pipeline:
                           self.snapshot_failures)
             self.snapshot_error = error
             self.last_snapshot = self.clock.now()       # try again after the interval
-            heap.release()
-            self.idle_release.released()
+            self.idle_release.now()
             return None
-        heap.release()             # the snapshot's buffers, and the polls' since the last one
-        self.idle_release.released()
+        self.idle_release.now()    # the snapshot's buffers, and the polls' since the last one
         if self.snapshot_error is not None:
             log.warning("the state is saved again in %s after %d failed save(s)",
                         self.state_dir, self.snapshot_failures)

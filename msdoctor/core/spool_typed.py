@@ -52,9 +52,9 @@ _TYPES = {"int": int, "number": float, "bool": bool, "string": str, "object": di
 
 class _Decoder:
     """msgspec's decoder of one step line into a struct and its error type, built when a
-    tailer first needs it; ``decode`` None without
-    msgspec, or for a schema field of a kind without a type here. Optional fields
-    default to NaN: JSON has no NaN number, so NaN in a column means "not recorded"."""
+    tailer first needs it; ``decode`` None without msgspec, or for a schema field of a kind
+    without a type here. Optional fields default to NaN: JSON has no NaN number, so NaN in a
+    column means "not recorded"."""
 
     decode: Any = None
     error: Any = None

@@ -60,5 +60,5 @@ def test_a_snapshot_release_counts_as_the_last_release():
     clock = Clock()
     idle = heap.IdleRelease(every=2.0, clock=clock)
     idle.note(True)
-    idle.released()
+    idle.now()
     assert not idle.note(False)                       # the snapshot just gave the pages back
