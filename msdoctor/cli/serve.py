@@ -16,13 +16,13 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from msdoctor.cli.options import add_rules, add_run_dir, rule_paths
 from msdoctor.core.engine.reload import RuleReloader
 from msdoctor.core.format import EscapingFormatter
 from msdoctor.core.limits import MAX_RUNS
-from msdoctor.core.pipeline import Pipeline, stop_on_signals
+from msdoctor.core.pipeline import Pipeline
 from msdoctor.core.runlock import RunLock, RunLocked
 from msdoctor.core.sidecar_log import LogReporter
 from msdoctor.wire.errors import MsdoctorError
@@ -206,3 +206,14 @@ def serve(args: argparse.Namespace) -> int:
         return 1
     log.info("stopped; state saved in %s", sidecar.state_dir)
     return 0
+
+
+def stop_on_signals(stop_event: threading.Event,
+                    signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> None:
+    """Make SIGINT/SIGTERM set ``stop_event`` (main thread only) for a clean shutdown."""
+    def handler(signum: int, _frame: Any) -> None:
+        log.info("received %s, stopping", signal.Signals(signum).name)
+        stop_event.set()
+
+    for signum in signals:
+        signal.signal(signum, handler)

@@ -13,7 +13,7 @@ directly).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Protocol, Union
+from typing import Any, Dict, Protocol, Set, Union
 
 from msdoctor.core.spool import Chunk
 from msdoctor.core.state import Store
@@ -34,3 +34,13 @@ class StatefulConsumer(Protocol):
 
 
 Consumer = Union[ChunkConsumer, TickConsumer, StatefulConsumer]
+
+
+def consumer_name(consumer: Any, taken: Set[str]) -> str:
+    """A stable key for a consumer's snapshot state: its ``name`` or class name."""
+    base = str(getattr(consumer, "name", None) or type(consumer).__name__)
+    name, i = base, 2
+    while name in taken:
+        name, i = f"{base}#{i}", i + 1
+    taken.add(name)
+    return name

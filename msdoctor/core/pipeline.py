@@ -20,21 +20,21 @@ every chunk and tick and may keep state in the snapshot. A consumer that raises 
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
-import signal
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
-from msdoctor.core import heap, pauses, snapshot
+from msdoctor.core import forked, heap, pauses, snapshot
 from msdoctor.core.alerts.active import ActiveAlerts, AlertListener
 from msdoctor.core.alerts.feed import JournalReader
 from msdoctor.core.batch import StepBatch
 from msdoctor.core.clock import RankTimes, RecordClock, WallClock, latest_time
-from msdoctor.core.consumers import Consumer
+from msdoctor.core.consumers import Consumer, consumer_name
 from msdoctor.core.engine.relabel import relabel
 from msdoctor.core.limits import MAX_RUNS, RunLimit
 from msdoctor.core.spool import DEFAULT_POLL_BYTES, Chunk, SpoolTailer, drain
@@ -54,18 +54,15 @@ Clock = Union[WallClock, RecordClock]
 Item = Tuple[str, int, List[Dict[str, Any]], Optional[StepBatch]]
 
 
-def consumer_name(consumer: Any, taken: Set[str]) -> str:
-    """A stable key for a consumer's snapshot state: its ``name`` or class name."""
-    base = str(getattr(consumer, "name", None) or type(consumer).__name__)
-    name, i = base, 2
-    while name in taken:
-        name, i = f"{base}#{i}", i + 1
-    taken.add(name)
-    return name
-
-
 class SnapshotFailure(MsdoctorError):
     """A consumer's state could not be taken: the snapshot is not written."""
+
+
+SAVE_ERRORS = (SnapshotFailure, OSError, TypeError, ValueError, RecursionError)
+
+
+def _reason(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, SnapshotFailure) else f"{type(exc).__name__}: {exc}"
 
 
 class Pipeline:
@@ -120,6 +117,8 @@ class Pipeline:
         self.snapshot_seconds = 0.0     # how long the last snapshot took to write
         self.snapshot_failures = 0      # saves that failed (nothing was written)
         self.snapshot_error: Optional[str] = None   # why the last save failed (None: it worked)
+        self.forked = forked.ForkedWrite()          # a child writing the snapshot, if any
+        self.snapshot_pause = 0.0       # how long the last forked save held this process
         self.idle_release = heap.IdleRelease()
         if self.persist:
             self._restore(capacity)
@@ -192,44 +191,76 @@ class Pipeline:
         if self.state_dir is None or self.run_dir is None or self.tailer is None:
             return None
         started = time.perf_counter()
-        states: Dict[str, Any] = {}
         try:
-            for name, consumer in self._stateful():
-                if hasattr(consumer, "state_dict"):
-                    try:
-                        state = consumer.state_dict()
-                    except Exception as exc:  # noqa: BLE001 - reported, the pipeline goes on
-                        raise SnapshotFailure(f"{name}.state_dict raised "
-                                              f"{type(exc).__name__}: {exc}") from exc
-                    if state is not None:
-                        states[name] = state
-            path = snapshot.save(self.state_dir, self.run_dir, self.tailer.state_dict(),
-                                 self.store if self.store is not None else Store(), states)
-        except (SnapshotFailure, OSError, TypeError, ValueError, RecursionError) as exc:
-            error = str(exc) if isinstance(exc, SnapshotFailure) \
-                else f"{type(exc).__name__}: {exc}"
+            path = self._write_snapshot()
+        except SAVE_ERRORS as exc:
+            self._saved(_reason(exc), 0.0)
+            return None
+        self._saved(None, time.perf_counter() - started)
+        return path
+
+    def save_snapshot_forked(self) -> bool:
+        """Start writing the snapshot in a forked child (:mod:`msdoctor.core.forked`): the
+        state as it is now, while this process polls on. :meth:`collect_snapshot` takes its
+        outcome. False when there is nothing to save or a child is still writing."""
+        if self.state_dir is None or self.run_dir is None or self.tailer is None \
+                or self.forked.running:
+            return False
+        held = getattr(self.engine, "journal_held", None)
+        started = time.perf_counter()
+        with self.lock, (held() if held is not None else contextlib.nullcontext()):
+            self.forked.start(self._write_snapshot, _reason, 20 * self.snapshot_seconds)
+        self.snapshot_pause = time.perf_counter() - started
+        self.last_snapshot = self.clock.now()
+        return True
+
+    def collect_snapshot(self, wait: bool = False) -> None:
+        """Take the outcome of a forked save once its child has ended (``wait``: block)."""
+        done = self.forked.outcome(wait)
+        if done is None:
+            return
+        if done.killed and self.state_dir is not None:
+            snapshot.temporary_path(self.state_dir, done.pid).unlink(missing_ok=True)
+        self._saved(done.error, done.seconds, in_line=False)
+
+    def _write_snapshot(self) -> Path:
+        assert self.state_dir is not None and self.run_dir is not None and self.tailer is not None
+        states: Dict[str, Any] = {}
+        for name, consumer in self._stateful():
+            if hasattr(consumer, "state_dict"):
+                try:
+                    state = consumer.state_dict()
+                except Exception as exc:  # noqa: BLE001 - reported, the pipeline goes on
+                    raise SnapshotFailure(f"{name}.state_dict raised "
+                                          f"{type(exc).__name__}: {exc}") from exc
+                if state is not None:
+                    states[name] = state
+        return snapshot.save(self.state_dir, self.run_dir, self.tailer.state_dict(),
+                             self.store if self.store is not None else Store(), states)
+
+    def _saved(self, error: Optional[str], seconds: float, in_line: bool = True) -> None:
+        """Note a save's outcome: a failure counted and logged, or the time it took."""
+        if in_line:
+            self.idle_release.now()     # the snapshot's buffers, and the polls' since the last
+        self.last_snapshot = self.clock.now()
+        if error is not None:
             self.snapshot_failures += 1
             if error != self.snapshot_error or str(self.snapshot_failures).rstrip("0") == "1":
                 log.error("the state could NOT be saved in %s: %s; the previous snapshot (if "
                           "any) stays (%d failed save(s) so far)", self.state_dir, error,
                           self.snapshot_failures)
             self.snapshot_error = error
-            self.last_snapshot = self.clock.now()       # try again after the interval
-            self.idle_release.now()
-            return None
-        self.idle_release.now()    # the snapshot's buffers, and the polls' since the last one
+            return
         if self.snapshot_error is not None:
             log.warning("the state is saved again in %s after %d failed save(s)",
                         self.state_dir, self.snapshot_failures)
             self.snapshot_error = None
-        self.last_snapshot = self.clock.now()
-        self.snapshot_seconds = time.perf_counter() - started
-        return path
+        self.snapshot_seconds = seconds
 
     def snapshot_due(self) -> bool:
         """Time for a periodic snapshot: ``snapshot_interval`` has passed, and at least
-        ``SNAPSHOT_BUDGET`` times as long as the last one took."""
-        if self.last_snapshot is None:
+        ``SNAPSHOT_BUDGET`` times as long as the last one took (and no child still writes)."""
+        if self.last_snapshot is None or self.forked.running:
             return False
         wait = max(self.snapshot_interval, SNAPSHOT_BUDGET * self.snapshot_seconds)
         return self.clock.now() - self.last_snapshot >= wait
@@ -427,8 +458,11 @@ class Pipeline:
                 started = time.monotonic()
                 chunks = self.poll_once()
                 pacer.polled(started, bool(chunks))
-                if self.persist and self.snapshot_due():
-                    self.save_snapshot()
+                if self.persist:
+                    self.collect_snapshot()
+                    if self.snapshot_due() and not (forked.available()
+                                                    and self.save_snapshot_forked()):
+                        self.save_snapshot()
                 if chunks and self.tailer is not None and self.tailer.behind():
                     continue                        # a backlog: read on at once
                 if waker is not None and waker.native:
@@ -442,6 +476,7 @@ class Pipeline:
             if waker is not None:
                 waker.close()
             if self.persist:
+                self.collect_snapshot(wait=True)
                 self.save_snapshot()
 
     # -- consumer isolation ------------------------------------------------
@@ -463,13 +498,3 @@ class Pipeline:
             self._reported.add(key)
             log.error(message, *args, exc_info=exc_info)
 
-
-def stop_on_signals(stop_event: threading.Event,
-                    signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> None:
-    """Make SIGINT/SIGTERM set ``stop_event`` (main thread only) for a clean shutdown."""
-    def handler(signum: int, _frame: Any) -> None:
-        log.info("received %s, stopping", signal.Signals(signum).name)
-        stop_event.set()
-
-    for signum in signals:
-        signal.signal(signum, handler)

@@ -296,6 +296,11 @@ def _table(arrays: Mapping[str, np.ndarray]) -> Optional[np.ndarray]:
 
 
 # -- files -------------------------------------------------------------------
+def temporary_path(state_dir: Path, pid: int) -> Path:
+    """Where process ``pid`` writes the snapshot before renaming it into place."""
+    return state_dir / f".{FILENAME}.{pid}.tmp"
+
+
 def save(state_dir: os.PathLike | str, run_dir: os.PathLike | str, spool: Dict[str, Any],
          store: Store, consumers: Optional[Mapping[str, Any]] = None) -> Path:
     """Write the snapshot atomically (temp file + fsync + rename); return its path."""
@@ -317,7 +322,7 @@ def save(state_dir: os.PathLike | str, run_dir: os.PathLike | str, spool: Dict[s
             "consumers": consumer_doc}
     blob = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
     target = state_dir / FILENAME
-    tmp = state_dir / f".{FILENAME}.{os.getpid()}.tmp"
+    tmp = temporary_path(state_dir, os.getpid())
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
                      FILE_MODE)

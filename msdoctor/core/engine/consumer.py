@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Sequence
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
 
 from msdoctor.core.alerts.actions import ActionRequester
 from msdoctor.core.alerts.journal import AlertJournal, Replayed
@@ -61,6 +62,7 @@ class EngineConsumer(Engine):
                  extra_sinks: Iterable[Sink] = (), log_transitions: bool = True,
                  clock: Callable[[], float] | None = None) -> None:
         self.journal = AlertJournal(run_dir)
+        self._journal_held: Optional[int] = None
         self.stopper = StopRequester(run_dir)
         self.actions = ActionRequester(run_dir) if clock is None else ActionRequester(run_dir, clock)
         sinks: List[Sink] = [self.actions, self.journal, self.stopper]   # actions noted, then journalled
@@ -85,9 +87,20 @@ class EngineConsumer(Engine):
         state = super().state_dict()
         pending = [[offset, list(key)] for key, offsets in self.replayed.offsets.items()
                    for offset in offsets]
-        state["journal"] = {"offset": self.journal.size(), "pending": pending}
+        offset = self.journal.size() if self._journal_held is None else self._journal_held
+        state["journal"] = {"offset": offset, "pending": pending}
         state["rollbacks"] = self.actions.state_dict()
         return state
+
+    @contextmanager
+    def journal_held(self) -> Iterator[None]:
+        """Inside the block, :meth:`state_dict` gives the journal's size as it is now (a
+        snapshot written by a forked child reads its state while this process appends)."""
+        self._journal_held = self.journal.size()
+        try:
+            yield
+        finally:
+            self._journal_held = None
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         super().load_state_dict(state)
