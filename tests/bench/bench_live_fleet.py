@@ -6,6 +6,8 @@ NaN-loss step is appended to every rank at once and the sidecar polls (as ``run_
 does, back to back while there is input) until all ranks' LossNonFinite alerts are out.
 Printed next to the references measured in the same run: the bare read of those 1024 new lines
 (the spool tailer alone) and a healthy step appended to every rank (a poll with no alert).
+The snapshot is taken in line, then forked as ``run_forever`` takes it (the time the sidecar
+is held, next to the in-line one).
 
 Run: .venv/bin/python tests/bench/bench_live_fleet.py [--ranks 1024] [--steps 300]
      [--profile FILE]   (cProfile of the NaN poll, sorted by cumulative time)
@@ -117,10 +119,33 @@ def main() -> int:
     print(f"  reference, same run: its arrays alone written in {bare_save(path) * 1e3:.0f} ms "
           f"(np.savez + fsync); the snapshot read back into a new sidecar in "
           f"{restart(run_dir) * 1e3:.0f} ms", flush=True)
+    forked_save(sidecar, run_dir, ranks, step, t0, dt, snap)
     print(f"# load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     import shutil
     shutil.rmtree(run_dir, ignore_errors=True)
     return 0
+
+
+def forked_save(sidecar, run_dir: Path, ranks: int, step: int, t0: float, dt: float,
+                in_line: float) -> None:
+    """A periodic snapshot as ``run_forever`` takes it: forked; the sidecar polls on."""
+    import resource
+    w = time.perf_counter()
+    assert sidecar.save_snapshot_forked()
+    pause = time.perf_counter() - w
+    step += 1
+    written = append_all(run_dir, ranks, lambda r: write_rank_line(r, step, t0 + dt * step))
+    sidecar.poll_once()
+    polled = time.perf_counter() - written
+    sidecar.collect_snapshot(wait=True)
+    assert sidecar.snapshot_failures == 0, sidecar.snapshot_error
+    child_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"forked snapshot: the sidecar held {pause * 1e3:.0f} ms (the fork); the child wrote "
+          f"it in {sidecar.snapshot_seconds * 1e3:.0f} ms, meanwhile the sidecar read and judged "
+          f"one new step of each rank in {polled * 1e3:.0f} ms; child peak RSS {child_peak:.0f} "
+          f"MiB (pages shared with the sidecar counted)")
+    print(f"  reference, same run: the in-line snapshot above held the sidecar "
+          f"{in_line * 1e3:.0f} ms", flush=True)
 
 
 def bare_save(path: Path) -> float:
