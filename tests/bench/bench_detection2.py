@@ -15,8 +15,19 @@ job stops; run_end), and the firing transitions are scored per fault:
 - false alerts: warning/critical firing transitions on the healthy runs per 10k healthy
   records (all ranks), per alert and per shape (curve family, logging, ranks, resumes).
 
-A row passes when recall >= 0.9, >= 90 % of the runs are on time, and its alerts fire at
-most once per 10k healthy records; the last line checks all alerts together (<= 1 per 10k).
+A row passes when recall >= 0.9, >= 90 % of the runs are on time (of the detectable runs
+where the fault has an oracle, below), and its alerts fire at most once per 10k healthy
+records; the last line checks all alerts together (<= 1 per 10k).
+
+Where no detector can be on time, on time is judged on the detectable runs only. A plateau
+run carries ``Label.oracle_z`` (``faults2.oracle_z``): how many noise standard deviations
+separate its flattened loss from the healthy curve over the target window, for a detector
+that knows both noise-free curves, computed from the generator's curves and noise alone. A
+run is detectable when oracle_z >= :data:`ORACLE_Z`; for such a kind the row's on-time
+check uses the detectable runs ("ontime det": share and n/N), while "ontime" (all runs) is
+still printed, with the undetectable runs that were late or missed ("beyond") and those
+caught on time anyway ("lucky"). No detectable run: the on-time check is not applied.
+Recall is over all runs.
 
     .venv/bin/python tests/bench/bench_detection2.py [--quick] [--rules DIR] [--fault-seeds N ...]
         [--healthy-seeds N ...] [--json OUT]
@@ -44,6 +55,12 @@ from msdoctor.core.engine import Engine, load_rules  # noqa: E402
 
 TARGET_RECALL, TARGET_ON_TIME, TARGET_FALSE_PER_10K = 0.9, 0.9, 1.0
 HEALTHY_SEEDS, FAULT_SEED = (11, 12, 13, 14), 21
+ORACLE_Z = 4.0
+"""A run is detectable when an oracle that knows the healthy and the faulty noise-free curves
+separates them by this many noise sd within the target. A one-sided test at 4 sigma fires by
+chance about once in 30k tests, the order of the false-alert budget (1 per 10k records); a
+rule held to that budget cannot be expected to catch less separated runs on time. Fixed
+before looking at any rule's results."""
 
 
 @dataclass
@@ -120,6 +137,8 @@ def detection(o: Outcome) -> Dict:
                    and f.severity in ("warning", "critical"))
     found: Dict = {"run": o.run.run_id, "kind": label.kind, "timing": label.timing,
                    "logging": o.run.shape.logging, "unit": label.unit, "target": label.target,
+                   "onset_step": label.onset_step, "onset_record": label.onset_record,
+                   "oracle_z": None if math.isnan(label.oracle_z) else label.oracle_z,
                    "first_alert": serious[0] if serious else None, "detected": bool(hits),
                    "alert": None, "delay": None, "delay_steps": None,
                    "early_alerts": early, "early_false": len(early)}
@@ -135,6 +154,24 @@ def detection(o: Outcome) -> Dict:
         delay = float(first.step - label.onset_step)
     found.update(alert=first.alert, delay=delay, delay_steps=int(first.step - label.onset_step))
     return found
+
+
+def _oracle(mine: List[Dict], in_time: set) -> Dict:
+    """On time over the detectable runs (oracle_z >= ORACLE_Z) of a kind whose runs carry
+    an oracle_z; the undetectable runs late or missed ("beyond") and on time ("lucky")."""
+    if not mine or any(d["oracle_z"] is None for d in mine):
+        return {"oracle": False, "detectable": None, "on_time_detectable": None,
+                "on_time_detectable_n": None, "beyond_oracle": None,
+                "beyond_caught_on_time": None, "undetectable": []}
+    detectable = [d for d in mine if d["oracle_z"] >= ORACLE_Z]
+    undetectable = [d for d in mine if d["oracle_z"] < ORACLE_Z]
+    n_on_time = sum(id(d) in in_time for d in detectable)
+    return {"oracle": True, "detectable": len(detectable),
+            "on_time_detectable": n_on_time / len(detectable) if detectable else None,
+            "on_time_detectable_n": n_on_time,
+            "beyond_oracle": sum(id(d) not in in_time for d in undetectable),
+            "beyond_caught_on_time": sum(id(d) in in_time for d in undetectable),
+            "undetectable": [d["run"] for d in undetectable]}
 
 
 def _stats(values: Sequence[float]) -> Dict:
@@ -168,6 +205,7 @@ def score(healthy: List[Outcome], faulty: List[Outcome], severities: Dict[str, s
         own_false = sum(n for a, n in false.items() if pattern.fullmatch(a))
         caught = [d for d in mine if d["detected"]]
         on_time = [d for d in caught if d["target"] is None or d["delay"] <= d["target"]]
+        in_time = {id(d) for d in on_time}
         row = {"alerts": kind.alerts, "runs": len(mine), "target": kind.target,
                "recall": len(caught) / len(mine),
                "on_time": len(on_time) / len(mine) if kind.target else None,
@@ -177,6 +215,7 @@ def score(healthy: List[Outcome], faulty: List[Outcome], severities: Dict[str, s
                "first_alerts": dict(Counter(d["first_alert"] or "(none)"
                                              for d in mine).most_common(3)),
                "missed": [d["run"] for d in mine if not d["detected"]]}
+        row.update(_oracle(mine if kind.target else [], in_time))
         parts = {"early": [d for d in mine if d["timing"] == "early"],
                  "late": [d for d in mine if d["timing"] == "late"],
                  "dense": [d for d in mine if d["logging"] == "dense"],
@@ -184,13 +223,15 @@ def score(healthy: List[Outcome], faulty: List[Outcome], severities: Dict[str, s
         for part, found_part in parts.items():
             row[f"recall_{part}"] = (sum(d["detected"] for d in found_part) / len(found_part)
                                      if found_part else None)
+        judged = row["on_time_detectable"] if row["oracle"] else row["on_time"]
         row["pass"] = (row["recall"] >= TARGET_RECALL and row["false_per_10k"]
-                       <= TARGET_FALSE_PER_10K and (row["on_time"] is None
-                                                    or row["on_time"] >= TARGET_ON_TIME))
+                       <= TARGET_FALSE_PER_10K and (judged is None
+                                                    or judged >= TARGET_ON_TIME))
         rows[name] = row
     total = sum(false.values())
     return {
-        "rows": rows, "healthy_records": records, "healthy_runs": len(healthy),
+        "rows": rows, "oracle_z_min": ORACLE_Z,
+        "healthy_records": records, "healthy_runs": len(healthy),
         "false_total": total, "false_per_10k": total * 1e4 / max(1, records),
         "false_by_alert": {a: {"count": n, "per_10k": n * 1e4 / max(1, records),
                                "severity": severities.get(a, "")} for a, n in false.most_common()},
@@ -210,10 +251,23 @@ def _num(value: Optional[float], width: int, digits: int = 0) -> str:
     return f"{'-':>{width}s}" if value is None else f"{value:{width}.{digits}f}"
 
 
+def _count(value: Optional[int], width: int) -> str:
+    return f"{'-' if value is None else value:>{width}}"
+
+
+def _detectable(r: Dict) -> str:
+    """On time over the detectable runs: "0.93 (14/15)"; "-" for a kind without an oracle."""
+    if not r["oracle"]:
+        return f"{'-':>17s}"
+    share = _num(r["on_time_detectable"], 4, 2).strip()
+    return f"{share} ({r['on_time_detectable_n']}/{r['detectable']})".rjust(17)
+
+
 def format_table(scored: Dict) -> str:
     """The per-fault table, the false alerts per alert and per shape."""
     head = (f"{'fault':22s} {'alert(s)':24s} {'runs':>4s} {'recall':>6s} {'early':>5s} "
             f"{'late':>5s} {'dense':>5s} {'sparse':>6s} {'ontime':>6s} "
+            f"{'ontime det (n/N)':>17s} {'beyond':>6s} {'lucky':>5s} "
             f"{'dense med/max (steps)':>21s} "
             f"{'sparse med/max (rec)':>20s} {'false/10k':>9s}  {'target':28s} verdict")
     lines = [head, "-" * len(head)]
@@ -223,10 +277,17 @@ def format_table(scored: Dict) -> str:
             f"{name:22s} {alerts:24s} {r['runs']:4d} {r['recall']:6.2f} "
             f"{_num(r['recall_early'], 5, 2)} {_num(r['recall_late'], 5, 2)} "
             f"{_num(r['recall_dense'], 5, 2)} {_num(r['recall_sparse'], 6, 2)} "
-            f"{_num(r['on_time'], 6, 2)} {_num(r['dense']['median'], 10)} "
+            f"{_num(r['on_time'], 6, 2)} {_detectable(r)} "
+            f"{_count(r['beyond_oracle'], 6)} {_count(r['beyond_caught_on_time'], 5)} "
+            f"{_num(r['dense']['median'], 10)} "
             f"{_num(r['dense']['max'], 10)} {_num(r['sparse']['median'], 9)} "
             f"{_num(r['sparse']['max'], 10)} {r['false_per_10k']:9.3f}  "
             f"{(r['target'] or '(none)'):28s} {'PASS' if r['pass'] else 'FAIL'}")
+    if any(r["oracle"] for r in scored["rows"].values()):
+        lines.append(f"ontime det: on time among the runs an oracle separates by >= "
+                     f"{scored['oracle_z_min']:g} sd within the target (judged instead of "
+                     f"ontime where shown); beyond: other runs late or missed; lucky: other "
+                     f"runs on time")
     ok = scored["false_per_10k"] <= TARGET_FALSE_PER_10K
     lines.append(f"all alerts on {scored['healthy_records']} healthy records "
                  f"({scored['healthy_runs']} runs): {scored['false_total']} warning/critical = "

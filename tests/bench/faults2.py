@@ -8,7 +8,9 @@ log, records 10-20 of a sparse one, 6-10 of an epoch log) or late (past the firs
 
 :data:`KINDS` says for each fault which alerts diagnose it (a regular expression over alert
 names, so a rule renamed or added for it counts) and the delay the issue asks for, in steps
-on dense logs and in records on sparse ones (JobHung: seconds after the last step).
+on dense logs and in records on sparse ones (JobHung: seconds after the last step). A
+plateau's label also carries :func:`oracle_z`, how detectable it is within that target at
+best (from the generator's noise-free curves and noise alone).
 """
 from __future__ import annotations
 
@@ -80,6 +82,7 @@ class Label:
     period: int = 0                    # periodic spikes: steps between spikes
     grow_steps: int = 0                # memory growth: steps to grow 10 %
     hang_t: float = math.nan           # JobHung: time of the last step
+    oracle_z: float = math.nan         # plateau: separation within the target (oracle_z())
 
 
 # -- choosing the run and its onset ---------------------------------------------------------
@@ -157,6 +160,30 @@ def _flatten(table: Table, o: int) -> None:
     goes on."""
     loss, level = table.cols["loss"], table.trend[max(0, o - 1)]
     loss[o:] = level + (loss[o:] - table.trend[o:]) * (level / table.trend[o:])
+
+
+def oracle_z(table: Table, o: int, rows: int) -> float:
+    """How far a plateau from row ``o`` is from the healthy run by row ``o + rows`` (the
+    last row on time), in noise standard deviations: the best any detector could do.
+
+    Over the rows W = o .. o + rows (clipped to the table), the flattened run's noise-free
+    loss is ``trend[o - 1]`` (see :func:`_flatten`) and the healthy one's is ``trend[i]``;
+    with d_i their difference and sd_i the healthy loss noise of row i (``Table.sd``: the sd
+    of the recorded value, i.e. of the epoch's mean on epoch logs), the likelihood-ratio
+    test of the two known mean curves under independent Gaussian noise (Neyman-Pearson)
+    separates them by z = sqrt(sum_i (d_i / sd_i)^2). Only the generator's own noise-free
+    curves and noise enter, never a rule's output.
+
+    Approximations: the flattened run's noise is the healthy noise times level / trend_i
+    (a few per cent more within the target; the healthy sd is used, as a test calibrated on
+    the healthy run would); the ``noisy`` (log-normal) and ``nearzero`` (gamma) families are
+    not Gaussian, their marginal sd is used anyway (the plateau is injected into ``llm``
+    runs only, whose noise is Gaussian, additive and independent from step to step; on
+    epoch logs the mean of an epoch, whose sd is ``Table.sd``)."""
+    level = float(table.trend[max(0, o - 1)])
+    window = slice(o, min(len(table), o + rows + 1))
+    d = level - table.trend[window]
+    return float(math.sqrt(float(np.sum((d / table.sd[window]) ** 2))))
 
 
 def _slow_down(table: Table, o: int, factor: np.ndarray | float) -> None:
@@ -280,6 +307,9 @@ def faulty(kind_name: str, seed: int, index: int) -> Run:
                   period=extra.get("period", 0),
                   grow_steps=extra.get("grow_records", 0) * shape.every)
     label.target = _target(kind.name, label, shape.every)
+    if kind.name == "plateau":          # _flatten changes the loss only, not trend or sd
+        rows = label.target if unit == "records" else label.target / shape.every
+        label.oracle_z = oracle_z(table, o, int(math.floor(rows)))
     if kind.name == "job_hung":
         hang = run.expect["hang_after_s"] = float(rng.uniform(120, 600))
         for tab in run.ranks.values():

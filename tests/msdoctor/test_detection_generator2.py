@@ -15,7 +15,7 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
 
 import faults2  # noqa: E402
-from generator2 import LOGGINGS, Run, Shape, generate  # noqa: E402
+from generator2 import LOGGINGS, Run, Shape, Table, generate  # noqa: E402
 
 pytestmark = pytest.mark.slow
 SEED = 5
@@ -241,3 +241,68 @@ def test_the_bench_replays_labelled_runs_through_the_engine_and_writes_its_figur
     assert figures["healthy_records"] == sum(
         r.records for r in faults2.healthy_suite(3, scale=0.1))
     assert {"false_per_10k", "false_by_alert", "false_by_group"} <= set(figures)
+
+
+def _table(trend: np.ndarray, sd: np.ndarray) -> Table:
+    steps = np.arange(1, trend.shape[0] + 1)
+    return Table(steps, steps * 1.0, {"loss": trend.copy()}, trend=trend, sd=sd)
+
+
+def test_the_oracle_separation_sums_the_plateau_s_gap_in_noise_sds_over_the_target():
+    # a straight fall of 0.01 a step with noise 0.1: row o + k is 0.01 (k + 1) below the
+    # level the plateau keeps (row o - 1), so z = 0.1 sqrt(sum_{k=1..rows+1} k^2)
+    trend = 10.0 - 0.01 * np.arange(1000)
+    table = _table(trend, np.full(1000, 0.1))
+    k = np.arange(1, 302)
+    assert faults2.oracle_z(table, 100, 300) == pytest.approx(0.1 * math.sqrt(np.sum(k ** 2)))
+    # twice the noise halves it; the window is clipped at the end of the table
+    noisy = _table(trend, np.full(1000, 0.2))
+    assert faults2.oracle_z(noisy, 100, 300) == pytest.approx(
+        faults2.oracle_z(table, 100, 300) / 2)
+    assert faults2.oracle_z(table, 900, 300) == pytest.approx(
+        0.1 * math.sqrt(np.sum(np.arange(1, 101) ** 2)))
+
+
+def test_a_plateau_early_in_a_steep_curve_is_detectable_and_one_on_a_flat_tail_is_not():
+    import bench_detection2
+
+    steps = np.arange(1, 20001, dtype=float)
+    trend = 2.0 + 8.0 * (1.0 + steps / 20.0) ** -0.5         # steep early, nearly flat late
+    table = _table(trend, 0.01 * trend)
+    early = faults2.oracle_z(table, 50, 300)
+    late = faults2.oracle_z(table, 15000, 300)
+    assert early > 100 and late < bench_detection2.ORACLE_Z < early
+    assert faults2.oracle_z(table, 15000, 1500) > 10            # a longer target: separable
+    assert faults2.oracle_z(_table(trend, 0.1 * trend), 50, 300) == pytest.approx(early / 10)
+
+
+def test_plateau_labels_carry_the_oracle_separation_of_their_target_window(pairs):
+    import bench_detection2
+
+    seen = set()
+    for run, twin in pairs:
+        label = run.label
+        if label.kind != "plateau":
+            assert math.isnan(label.oracle_z), run.run_id
+            continue
+        # from the healthy twin's noise-free curve and noise, over the target in rows
+        expected = faults2.oracle_z(twin.ranks[0], label.onset_record, int(label.target))
+        assert label.oracle_z == pytest.approx(expected), run.run_id
+        assert label.oracle_z > 0
+        if label.timing == "early" and run.shape.logging == "dense":
+            assert label.oracle_z >= bench_detection2.ORACLE_Z, run.run_id
+        seen.add((label.timing, run.shape.logging == "dense"))
+    assert ("early", True) in seen and ("late", True) in seen
+
+
+def test_the_bench_judges_on_time_over_the_runs_an_oracle_can_separate():
+    import bench_detection2
+
+    runs = [{"run": f"r{i}", "oracle_z": z} for i, z in enumerate([50.0, 9.0, 4.0, 3.9, 1.0])]
+    in_time = {id(runs[0]), id(runs[1]), id(runs[4])}      # r2 (z = 4) late, r3 late
+    got = bench_detection2._oracle(runs, in_time)
+    assert (got["detectable"], got["on_time_detectable_n"]) == (3, 2)
+    assert got["on_time_detectable"] == pytest.approx(2 / 3)
+    assert (got["beyond_oracle"], got["beyond_caught_on_time"]) == (1, 1)
+    assert got["undetectable"] == ["r3", "r4"]
+    assert not bench_detection2._oracle([{"run": "x", "oracle_z": None}], set())["oracle"]
