@@ -15,7 +15,8 @@ and window keep the same points: two thirds of the bytes at 1024 ranks).
 
 Each column also holds the positions of the ranks that have that state. :func:`unstack` gives
 back each rank's ``[[i, state], ...]`` with the values :func:`~msdoctor.core.engine.context.unpack`
-gives of a state saved rank by rank (a rank's arrays are views of its column's own copy).
+gives of a state saved rank by rank (a rank's arrays are views of its column's own copy; window
+carries equal to an earlier column's are that column's arrays, held once as when saved).
 """
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ import numpy as np
 from msdoctor.core.engine.context import pack, unpack
 
 _INT_MAX = np.iinfo(np.int64).max
+#: State keys of window carries (:mod:`.gathers`): never written in place, so operators that
+#: kept equal ones share the arrays again after a restore (others get their own copy).
+CARRIES = frozenset({"s", "v"})
 _INT, _FLOAT = np.dtype(np.int64), np.dtype(np.float64)
 
 
@@ -129,7 +133,8 @@ def unstack(columns: Any, count: int) -> List[List[List[Any]]]:
     """Each of ``count`` ranks' ``[[i, state], ...]`` from :func:`stack`'s columns; a column
     that does not fit (a damaged snapshot) raises ``ValueError``."""
     states: List[Dict[int, Dict[str, Any]]] = [{} for _ in range(count)]
-    for column in columns:
+    split: Dict[int, Tuple[np.ndarray, Sequence[Any]]] = {}    # column -> (ranks, arrays)
+    for index, column in enumerate(columns):
         i, key, at = column["op"], column["key"], np.asarray(column["at"], dtype=np.int64)
         if not isinstance(i, int) or not isinstance(key, str) or at.ndim != 1 or (
                 at.shape[0] and (int(at.min()) < 0 or int(at.max()) >= count)):
@@ -139,10 +144,16 @@ def unstack(columns: Any, count: int) -> List[List[List[Any]]]:
             if not (isinstance(like, int) and 0 <= like < len(columns) and "a" in columns[like]):
                 raise ValueError(f"operator state column {i}/{key} refers to column {like!r}, "
                                  f"which holds no arrays")
+            held = split.get(like)
+            if key in CARRIES and held is not None and np.array_equal(held[0], at):
+                for r, value in zip(at.tolist(), held[1]):     # the same arrays, as when saved
+                    states[r].setdefault(i, {})[key] = value
+                continue
             column = dict(columns[like], at=at, a=np.array(columns[like]["a"]))   # its own
         if "a" in column:
             lengths = np.asarray(column["n"], dtype=np.int64)
             values: Sequence[Any] = _split(np.asarray(column["a"]), lengths, at.shape[0])
+            split[index] = (at, values)
         elif "f" in column or "i" in column:
             values = np.asarray(column["f" if "f" in column else "i"]).tolist()
         else:

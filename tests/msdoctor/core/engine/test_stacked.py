@@ -86,13 +86,13 @@ def test_a_column_equal_to_an_earlier_one_refers_to_it_and_comes_back_whole():
     for r in range(3):
         assert [s["s"].tolist() for _, s in back[r]] == [list(range(r, r + 4))] * 2
         assert back[r][1][1]["v"].tolist() == (np.arange(4.0) * r + 1).tolist()
-        assert not np.shares_memory(back[r][0][1]["s"], back[r][1][1]["s"])   # one each
+        assert back[r][0][1]["s"] is back[r][1][1]["s"]     # window carries: held once again
     by[(5, "s")]["like"] = columns.index(by[(5, "s")])       # itself: a column without arrays
     with pytest.raises(ValueError, match="holds no arrays"):
         unstack(columns, 3)
 
 
-def test_arrays_that_several_operators_hold_are_saved_once_and_come_back_as_copies_each():
+def test_arrays_that_several_operators_hold_are_saved_once_and_come_back_held_once():
     shared = [(np.arange(r, r + 6), np.arange(6.0) + r) for r in range(4)]
     ranks = [[(0, {"s": shared[r][0], "v": shared[r][1], "first": 1.0 * r}),
               (2, {"s": shared[r][0], "v": shared[r][1], "last": 2.0}),
@@ -107,7 +107,20 @@ def test_arrays_that_several_operators_hold_are_saved_once_and_come_back_as_copi
     for r in range(4):
         want = [[i, {k: pack(v) for k, v in st.items()}] for i, st in ranks[r]]
         assert same(back[r], want), r
-        assert not np.shares_memory(back[r][0][1]["v"], back[r][1][1]["v"])
+        assert back[r][0][1]["v"] is back[r][1][1]["v"]     # as when saved: one array
+
+
+def test_equal_arrays_other_than_window_carries_come_back_as_copies_each():
+    """Only carries (never written in place) are shared again; any other array state may be
+    changed in place by its operator, so each gets its own."""
+    ranks = [[(0, {"sums": np.arange(4.0) + r}), (1, {"sums": np.arange(4.0) + r})]
+             for r in range(3)]
+    columns = stack(ranks)
+    assert "like" in columns[1]
+    back = unstack(saved(columns), 3)
+    for r in range(3):
+        assert back[r][0][1]["sums"].tolist() == back[r][1][1]["sums"].tolist()
+        assert not np.shares_memory(back[r][0][1]["sums"], back[r][1][1]["sums"])
 
 
 def test_a_column_held_by_identity_of_a_column_equal_to_an_earlier_one_refers_to_the_first():
