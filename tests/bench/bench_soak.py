@@ -1,6 +1,6 @@
 """Load and soak of the real sidecar: the ``Pipeline`` ``msdoctor serve`` wires
 (log reporter, rule engine with the shipped rules + journal, rule reloader, alert feed) and
-snapshots every 5 s, as serve runs it.
+snapshots every 5 s (forked), as serve runs it.
 
 - ``fleet``: 1024 ranks x 10k steps pre-written, drained as fast as possible: events/s (wall
   and CPU) and peak RSS; then the live case: every rank appends 1 new step, one poll: ms per
@@ -70,10 +70,15 @@ def serve_sidecar(run_dir: Path):
 
 
 def drain(sidecar) -> None:
+    """Poll until nothing is left, snapshotting as ``Pipeline.run_forever`` does (forked)."""
+    from msdoctor.core import forked
     sidecar.last_snapshot = sidecar.clock.now()
     while sidecar.poll_once():                  # the loop of Pipeline.run_forever
-        if sidecar.snapshot_due():
+        sidecar.collect_snapshot()
+        if sidecar.snapshot_due() and not (forked.available()
+                                           and sidecar.save_snapshot_forked()):
             sidecar.save_snapshot()
+    sidecar.collect_snapshot(wait=True)
 
 
 def fleet(ranks: int, steps: int) -> None:
@@ -131,6 +136,13 @@ def fleet(ranks: int, steps: int) -> None:
     snap = sidecar.state_dir / "snapshot.npz"
     print(f"fleet: snapshot {snap.stat().st_size / 2**20:.0f} MiB written in "
           f"{time.perf_counter() - w:.1f} s; peak RSS {peak_mb():.0f} MiB")
+    w = time.perf_counter()
+    assert sidecar.save_snapshot_forked()
+    hold = time.perf_counter() - w
+    sidecar.collect_snapshot(wait=True)
+    assert sidecar.snapshot_error is None, sidecar.snapshot_error
+    print(f"fleet: the same snapshot forked, as serve takes it: the sidecar held {hold * 1e3:.0f}"
+          f" ms, the child wrote it in {sidecar.snapshot_seconds:.1f} s")
     w = time.perf_counter()
     restored, _ = serve_sidecar(run_dir)             # a restart: loads that snapshot
     assert restored.restored is not None
