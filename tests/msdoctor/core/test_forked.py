@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 import zipfile
 
@@ -135,3 +136,24 @@ def test_forking_can_be_switched_off(monkeypatch):
     assert not forked.available()
     monkeypatch.setenv(forked.ENV, "1")
     assert forked.available()
+
+
+def test_the_running_sidecar_takes_its_periodic_snapshots_in_a_forked_child(tmp_path):
+    run_dir = tmp_path / "run"
+    write_run(run_dir, range(1, 301), start=True)
+    live = Pipeline(run_dir, state_dir=tmp_path / "state", capacity=256,
+                    snapshot_interval=0.05, poll_interval=0.05)
+    children = []
+    start = live.forked.start
+    live.forked.start = lambda *args: (start(*args), children.append(live.forked.pid))[0]
+    stop = threading.Event()
+    loop = threading.Thread(target=live.run_forever, args=(stop,))
+    loop.start()
+    deadline = time.monotonic() + 60
+    while len(children) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stop.set()
+    loop.join(30)
+    assert len(children) >= 2 and not loop.is_alive()
+    assert live.snapshot_failures == 0 and not live.forked.running     # every child collected
+    assert snapshot.load(tmp_path / "state", run_dir, 256) is not None
