@@ -111,7 +111,10 @@ def test_a_child_over_its_time_limit_is_killed_and_its_file_removed(tmp_path):
         time.sleep(60)
 
     write.start(stuck, str, limit_s=0)
-    time.sleep(0.3)
+    half = snapshot.temporary_path(state_dir, write.pid)
+    deadline = time.monotonic() + 60
+    while not half.exists() and time.monotonic() < deadline:    # the child is writing
+        time.sleep(0.01)
     assert write.outcome() is None                   # within its limit (120 s at least)
     now[0] = forked.MIN_LIMIT_S + 1
     done = write.outcome()
