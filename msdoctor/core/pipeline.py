@@ -118,7 +118,6 @@ class Pipeline:
         self.snapshot_failures = 0      # saves that failed (nothing was written)
         self.snapshot_error: Optional[str] = None   # why the last save failed (None: it worked)
         self.forked = forked.ForkedWrite()          # a child writing the snapshot, if any
-        self.snapshot_pause = 0.0       # how long the last forked save held this process
         self.idle_release = heap.IdleRelease()
         if self.persist:
             self._restore(capacity)
@@ -207,12 +206,16 @@ class Pipeline:
                 or self.forked.running:
             return False
         held = getattr(self.engine, "journal_held", None)
-        started = time.perf_counter()
         with self.lock, (held() if held is not None else contextlib.nullcontext()):
             self.forked.start(self._write_snapshot, _reason, 20 * self.snapshot_seconds)
-        self.snapshot_pause = time.perf_counter() - started
         self.last_snapshot = self.clock.now()
         return True
+
+    def snapshot_if_due(self) -> None:
+        """Collect an ended forked save; take a due periodic snapshot (forked where possible)."""
+        self.collect_snapshot()
+        if self.snapshot_due() and not (forked.available() and self.save_snapshot_forked()):
+            self.save_snapshot()
 
     def collect_snapshot(self, wait: bool = False) -> None:
         """Take the outcome of a forked save once its child has ended (``wait``: block)."""
@@ -459,10 +462,7 @@ class Pipeline:
                 chunks = self.poll_once()
                 pacer.polled(started, bool(chunks))
                 if self.persist:
-                    self.collect_snapshot()
-                    if self.snapshot_due() and not (forked.available()
-                                                    and self.save_snapshot_forked()):
-                        self.save_snapshot()
+                    self.snapshot_if_due()
                 if chunks and self.tailer is not None and self.tailer.behind():
                     continue                        # a backlog: read on at once
                 if waker is not None and waker.native:

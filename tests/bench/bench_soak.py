@@ -71,13 +71,9 @@ def serve_sidecar(run_dir: Path):
 
 def drain(sidecar) -> None:
     """Poll until nothing is left, snapshotting as ``Pipeline.run_forever`` does (forked)."""
-    from msdoctor.core import forked
     sidecar.last_snapshot = sidecar.clock.now()
     while sidecar.poll_once():                  # the loop of Pipeline.run_forever
-        sidecar.collect_snapshot()
-        if sidecar.snapshot_due() and not (forked.available()
-                                           and sidecar.save_snapshot_forked()):
-            sidecar.save_snapshot()
+        sidecar.snapshot_if_due()
     sidecar.collect_snapshot(wait=True)
 
 
