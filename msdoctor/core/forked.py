@@ -14,12 +14,14 @@ only ``write`` and never touches the parent's files but the snapshot's own tempo
 """
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+log = logging.getLogger("msdoctor.sidecar")
 #: environment switch: "0" writes snapshots in line (no fork)
 ENV = "MSDOCTOR_SNAPSHOT_FORK"
 #: a child gets at least this long, or 20 times the last save, before it is killed
@@ -51,17 +53,28 @@ class ForkedWrite:
         self._pipe = -1
         self._started = 0.0
         self._limit = MIN_LIMIT_S
+        self.refused = 0                    # forks that failed (the save was written in line)
 
     @property
     def running(self) -> bool:
         return self.pid is not None
 
     def start(self, write: Callable[[], object], describe: Callable[[BaseException], str],
-              limit_s: float = MIN_LIMIT_S) -> None:
-        """Fork; the child runs ``write`` and exits (``describe`` words what it raised)."""
+              limit_s: float = MIN_LIMIT_S) -> bool:
+        """Fork; the child runs ``write`` and exits (``describe`` words what it raised).
+        False when no child could be made (no memory, no process or file slot left): the
+        caller writes in line; the first such failure is logged."""
         assert self.pid is None, "one snapshot child at a time"
-        read_end, write_end = os.pipe()
-        pid = os.fork()
+        try:
+            read_end, write_end = os.pipe()
+        except OSError as exc:
+            return self._not_forked(exc)
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            os.close(read_end)
+            os.close(write_end)
+            return self._not_forked(exc)
         if pid == 0:                                    # the child
             code, message = 3, b"the snapshot child stopped before it finished"
             try:
@@ -78,6 +91,14 @@ class ForkedWrite:
         os.close(write_end)
         self.pid, self._pipe = pid, read_end
         self._started, self._limit = self.clock(), max(MIN_LIMIT_S, float(limit_s))
+        return True
+
+    def _not_forked(self, exc: OSError) -> bool:
+        if not self.refused:
+            log.warning("cannot fork to write the snapshot (%s: %s); writing it in line "
+                        "(further failures are counted, not logged)", type(exc).__name__, exc)
+        self.refused += 1
+        return False
 
     def outcome(self, wait: bool = False) -> Optional[Outcome]:
         """The child's outcome once it has ended (``wait``: block until then), else None.

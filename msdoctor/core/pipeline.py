@@ -174,8 +174,7 @@ class Pipeline:
                  len(self.tailer.offsets))
 
     def _new_tailer(self) -> SpoolTailer:
-        """A tailer of the run directory that reads step lines into columns only (no dict per
-        step line: the store and the engine read the columns)."""
+        """A tailer that reads step lines into columns only (the store and engine read those)."""
         assert self.run_dir is not None
         return SpoolTailer(self.run_dir, step_events=False)
 
@@ -199,15 +198,16 @@ class Pipeline:
         return path
 
     def save_snapshot_forked(self) -> bool:
-        """Start writing the snapshot in a forked child (:mod:`msdoctor.core.forked`): the
-        state as it is now, while this process polls on. :meth:`collect_snapshot` takes its
-        outcome. False when there is nothing to save or a child is still writing."""
+        """Start writing the snapshot in a forked child (:mod:`msdoctor.core.forked`), the state as
+        it is now, while this process polls on; :meth:`collect_snapshot` takes its outcome.
+        False when there is nothing to save, a child still writes, or no child could be made."""
         if self.state_dir is None or self.run_dir is None or self.tailer is None \
                 or self.forked.running:
             return False
         held = getattr(self.engine, "journal_held", None)
         with self.lock, (held() if held is not None else contextlib.nullcontext()):
-            self.forked.start(self._write_snapshot, _reason, 20 * self.snapshot_seconds)
+            if not self.forked.start(self._write_snapshot, _reason, 20 * self.snapshot_seconds):
+                return False
         self.last_snapshot = self.clock.now()
         return True
 

@@ -160,3 +160,26 @@ def test_the_running_sidecar_takes_its_periodic_snapshots_in_a_forked_child(tmp_
     assert len(children) >= 2 and not loop.is_alive()
     assert live.snapshot_failures == 0 and not live.forked.running     # every child collected
     assert snapshot.load(tmp_path / "state", run_dir, 256) is not None
+
+
+def test_a_fork_that_fails_falls_back_to_an_in_line_save_and_is_logged_once(
+        tmp_path, monkeypatch, caplog):
+    run_dir = tmp_path / "run"
+    write_run(run_dir, range(1, 51), start=True)
+    live = Pipeline(run_dir, state_dir=tmp_path / "state", capacity=256, snapshot_interval=0.0)
+    drain(live)
+    opened = len(os.listdir("/proc/self/fd"))
+
+    def no_fork():
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    with caplog.at_level(logging.WARNING, logger="msdoctor.sidecar"):
+        assert not live.save_snapshot_forked()
+        for _ in range(2):
+            live.last_snapshot = -1e9                # due
+            live.snapshot_if_due()                   # what run_forever does: in line instead
+    assert live.forked.refused == 3 and not live.forked.running
+    assert caplog.text.count("cannot fork to write the snapshot") == 1
+    assert live.snapshot_failures == 0 and (tmp_path / "state" / snapshot.FILENAME).exists()
+    assert len(os.listdir("/proc/self/fd")) == opened          # the pipe was closed
