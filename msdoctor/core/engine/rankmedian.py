@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
 from typing import Any, Dict, List, Tuple
 
 import numpy as np
@@ -37,34 +38,50 @@ class RankMedian(Node):
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
         """Rank after rank as :meth:`evaluate` (each sees the ranks before it at their new
-        value), on a sorted array of the run's finite latest values (O(ranks) in C per rank)."""
+        value), on a sorted list of the run's finite latest values (a rank with one new row,
+        the common case in a live poll, in a few list operations)."""
         (x, mx), = args
         segs = frame.segments
         out = x.copy()
         key = self.children[0].key
-        pools: Dict[int, Tuple[Dict[int, float], np.ndarray]] = {}
+        pools: Dict[int, Tuple[Dict[int, float], List[float]]] = {}
         bounds = segs.bounds.tolist()
         for r, sub in enumerate(segs.frames):
             ctx = sub.rank
             latest = ctx.run.latest.setdefault(key, {})
             pool = pools.get(id(latest))
             if pool is None:
-                values = np.array(list(latest.values()), dtype=np.float64)
-                pool = pools[id(latest)] = (latest, np.sort(values[~np.isnan(values)]))
+                pool = pools[id(latest)] = (latest, sorted(v for v in latest.values()
+                                                           if not math.isnan(v)))
             fin = pool[1]
             a, z = bounds[r], bounds[r + 1]
             own = latest.get(ctx.rank)
             others = len(latest) - (own is not None)
             if own is not None and not math.isnan(own):
-                fin = np.delete(fin, np.searchsorted(fin, own))
-            if others:
-                out[a:z] = _median_with(fin, x[a:z])
+                del fin[bisect_left(fin, own)]
             new = float(x[z - 1])
+            if others:
+                if z - a == 1:
+                    out[a] = _median_of_one(fin, new)
+                else:
+                    out[a:z] = _median_with(np.array(fin, dtype=np.float64), x[a:z])
             latest[ctx.rank] = new
             if not math.isnan(new):
-                fin = np.insert(fin, np.searchsorted(fin, new), new)
-            pools[id(latest)] = (latest, fin)
+                insort(fin, new)
         return out, mx
+
+
+def _median_of_one(fin: List[float], x: float) -> float:
+    """:func:`_median_with` for one value: the median of the sorted finite ``fin`` and ``x``."""
+    m = len(fin)
+    if math.isnan(x):
+        return (fin[(m - 1) // 2] + fin[m // 2]) / 2.0 if m else math.nan
+    p = bisect_left(fin, x)
+
+    def order(j: int) -> float:
+        return x if j == p else fin[j - 1] if j > p else fin[j]
+
+    return (order(m // 2) + order((m + 1) // 2)) / 2.0
 
 
 def _median_with(fin: np.ndarray, x: np.ndarray) -> np.ndarray:
