@@ -13,7 +13,7 @@ from typing import Any, Dict, Hashable, List, Optional, Tuple
 
 import numpy as np
 
-from msdoctor.core.engine.gathers import gather, keep, point_rows, search_right
+from msdoctor.core.engine.gathers import Shared, point_rows, search_right
 from msdoctor.core.engine.nodes import Frame, Node, Out, locf, locf_segments
 from msdoctor.core.engine.selection import (  # noqa: F401 - re-exported
     Picker,
@@ -116,15 +116,22 @@ def window_bounds(S: np.ndarray, anchors: np.ndarray, n: int, m: int, floor: Any
     return lo, hi
 
 
-def _segmented(frame: Frame, args: List[Out], states: List[Dict[str, Any]], n: int, m: int,
+def order_group(child: str) -> str:
+    """The carry group of the order statistics over ``child``: ``median(loss, 200, 10)``,
+    ``robust_z(loss, 200, 10)`` and ``median(loss, 20, 4)`` gather and keep its points
+    once per batch. Apart from the other window operators over ``child``, whose spans
+    can be far longer: an order statistic's work grows with its carry."""
+    return f"{child} #order"
+
+
+def _segmented(frame: Frame, carry: Shared, n: int, m: int,
                steps: Optional[np.ndarray] = None, rows: Any = None, before: bool = False
                ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                           np.ndarray, np.ndarray, np.ndarray]:
-    """The many-rank gather and anchor windows: ``(K, V, start, anchors, inverse, lo, hi,
-    rank of each anchor)``; anchors are keys."""
-    from msdoctor.core.engine.segments import gather_segments
+    """The many-rank gather (``carry``'s) and anchor windows: ``(K, V, start, anchors,
+    inverse, lo, hi, rank of each anchor)``; anchors are keys."""
     segs = frame.segments
-    K, V, _, start = gather_segments(frame, args[0], states)
+    K, V, _, start = carry.arrays
     seg = segs.seg if rows is None else segs.seg[rows]
     q = frame.steps if steps is None else steps
     anchors, inverse = _anchored(q, stride(n), before, segs.offset[seg])
@@ -190,22 +197,31 @@ class OrderStatistic(WindowNode):
             out[rest] = self.pick(matrix, c, row_median(matrix, c))
         return out
 
+    def carry_spec(self) -> Tuple[str, int, int, Tuple[Tuple[int, int, int], ...]]:
+        """The window and one anchor stride before it, plus m older points."""
+        n = self.n_steps
+        return order_group(self.children[0].key), n + stride(n), self.least(), ()
+
+    def _carry(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Shared:
+        _, span, least, _ = self.carry_spec()
+        return Shared(frame, order_group(self.children[0].key), args[0], states, span, least)
+
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
         n, least = self.n_steps, self.least()
-        s = stride(n)
-        S, V, _ = gather(frame, args[0], state)
-        anchors, inverse = _anchored(frame.steps, s, before=False)
+        carry = self._carry(frame, args, [state])
+        S, V, _ = carry.arrays
+        anchors, inverse = _anchored(frame.steps, stride(n), before=False)
         lo, hi = window_bounds(S, anchors, n, least)
         out = self._windows(frame, V, lo, hi, anchors, inverse, least)
-        keep(state, S, V, frame, n + s, extra_before=least)
+        carry.keep()
         return out, args[0][1]
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
-        from msdoctor.core.engine.segments import keep_segments
         n, least = self.n_steps, self.least()
-        K, V, start, anchors, inverse, lo, hi, _ = _segmented(frame, args, states, n, least)
+        carry = self._carry(frame, args, states)
+        K, V, start, anchors, inverse, lo, hi, _ = _segmented(frame, carry, n, least)
         out = self._windows(frame, V, lo, hi, anchors, inverse, least)
-        keep_segments(states, K, V, frame, start, n + stride(n), extra_before=least)
+        carry.keep()
         return out, args[0][1]
 
 
@@ -250,11 +266,21 @@ class RobustZ(WindowNode):
         state["z"] = math.nan
         return state
 
+    def carry_spec(self) -> Tuple[str, int, int, Tuple[Tuple[int, int, int], ...]]:
+        """The previous n steps and one anchor stride before them, plus m older points."""
+        n = self.n_steps
+        return order_group(self.children[0].key), n + stride(n) + 1, min_points(self), ()
+
+    def _carry(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Shared:
+        _, span, least, _ = self.carry_spec()
+        return Shared(frame, order_group(self.children[0].key), args[0], states, span, least)
+
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
         n, least = self.n_steps, min_points(self)
         s = stride(n)
         values, mask = args[0]
-        S, V, _ = gather(frame, args[0], state)
+        carry = self._carry(frame, args, [state])
+        S, V, _ = carry.arrays
         first = _first(state, S)
         rows = point_rows(args[0], frame.n)
         if rows is None:
@@ -265,7 +291,7 @@ class RobustZ(WindowNode):
             anchors, inverse = _anchored(q, s, before=True)
             lo, hi = window_bounds(S, anchors, n, least)
             z = self.z(frame, V, lo, hi, anchors, anchors, inverse, values[rows], first)
-        keep(state, S, V, frame, n + s + 1, extra_before=least)
+        carry.keep()
         full = np.full(frame.n, np.nan)
         full[rows] = z
         point = np.zeros(frame.n, dtype=bool)
@@ -273,14 +299,14 @@ class RobustZ(WindowNode):
         return locf(full, point, state, "z"), mask
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
-        from msdoctor.core.engine.segments import keep_segments
         n, least = self.n_steps, min_points(self)
         values, mask = args[0]
         rows = point_rows(args[0], frame.n)
         if rows is None:
             rows = np.arange(frame.n)
+        carry = self._carry(frame, args, states)
         K, V, start, anchors, inverse, lo, hi, owner = _segmented(
-            frame, args, states, n, least, frame.steps[rows], rows, before=True)
+            frame, carry, n, least, frame.steps[rows], rows, before=True)
         offset = frame.segments.offset
         for r, (a, z) in enumerate(zip(start[:-1].tolist(), start[1:].tolist())):
             st = states[r]                                  # as _first, per rank
@@ -289,7 +315,7 @@ class RobustZ(WindowNode):
         first = np.array([st["first"] for st in states])[owner]
         zs = self.z(frame, V, lo, hi, anchors, anchors - offset[owner], inverse, values[rows],
                     first)
-        keep_segments(states, K, V, frame, start, n + stride(n) + 1, extra_before=least)
+        carry.keep()
         full = np.full(frame.n, np.nan)
         full[rows] = zs
         point = np.zeros(frame.n, dtype=bool)

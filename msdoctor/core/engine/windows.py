@@ -157,13 +157,22 @@ class Aggregate(LastN):
 
 
 def range_extreme(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, fn: np.ufunc) -> np.ndarray:
-    """``fn``-reduce ``V[lo:hi]`` for every (lo, hi) pair (sparse table; NaN when empty)."""
+    """``fn``-reduce ``V[lo:hi]`` for every (lo, hi) pair (NaN when empty): a sparse table,
+    or, when the windows hold fewer points in all than its levels would, ``fn.reduceat``
+    over the (lo, hi) pairs (each reduction depends only on its own pair)."""
     cnt = hi - lo
     out = np.full(lo.shape[0], np.nan)
     ok = cnt > 0
     if not ok.any():
         return out
     maxc = int(cnt.max())
+    if int(cnt.sum()) <= V.shape[0] * max(maxc.bit_length() - 1, 1):
+        # few rows (a live poll: one new row per rank): one pass over their windows
+        sel = np.flatnonzero(ok)
+        pairs = np.empty(2 * sel.shape[0], dtype=np.int64)
+        pairs[0::2], pairs[1::2] = lo[sel], hi[sel]
+        out[sel] = fn.reduceat(np.append(V, V[-1:]), pairs)[0::2]
+        return out
     levels = [V]
     k = 1
     while 2 * k <= maxc:
