@@ -98,6 +98,23 @@ def adopt(owner: State, state: State) -> None:
             held["s"], held["v"] = long["s"], long["v"]
 
 
+def release(states: List[State]) -> None:
+    """Carries that are views of a many-rank batch's kept points become copies of their
+    own (a view keeps all ranks' points of that batch alive); operators that held the same
+    view hold the same copy."""
+    copies: Dict[int, Tuple[np.ndarray, np.ndarray]] = {}
+    for state in states:
+        if not isinstance(state, dict):
+            continue
+        for name in ("s", "v"):
+            held = state.get(name)
+            if isinstance(held, np.ndarray) and held.base is not None:
+                pair = copies.get(id(held))
+                if pair is None:
+                    pair = copies[id(held)] = (held, held.copy())
+                state[name] = pair[1]
+
+
 def take(owners: List[State], states: List[State]) -> None:
     """Each rank's state holds its owner's kept arrays."""
     for owner, state in zip(owners, states):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import weakref
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
@@ -59,6 +60,9 @@ class Engine:
         self.transitions = 0
         self.rows = 0
         self.layers = LayerBook()
+        #: the ranks whose carries are views of the last many-rank evaluation's arrays
+        self.viewing: "weakref.WeakValueDictionary[int, RankContext]" = \
+            weakref.WeakValueDictionary()
 
     def _use_rules(self, rules: RuleSet | Sequence[Rule]) -> None:
         """Compile ``rules`` into the program evaluated from now on."""

@@ -8,12 +8,14 @@ and states are those of evaluating the ranks one after the other.
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any, Dict, List, Sequence
 
 import numpy as np
 
 from msdoctor.core.alerts.model import Alert
 from msdoctor.core.batch import StepBatch
+from msdoctor.core.engine.carries import release
 from msdoctor.core.engine.context import RankContext
 from msdoctor.core.engine.lifecycle import INACTIVE, AlertState, advance
 from msdoctor.core.engine.nodes import Frame, truthy
@@ -47,6 +49,7 @@ def evaluate_ranks(engine: Any, ctxs: Sequence[RankContext],
     program = engine.program
     lasts: Dict[int, np.ndarray] = {}
     outs = program.evaluate_ranks(frame, [ctx.states for ctx in ctxs], failed, lasts)
+    _release_others(engine.viewing, ctxs)
     _keep_last(ctxs, lasts, len(outs))
     bounds = segs.bounds.tolist()
     found: List[List[Any]] = [[] for _ in ctxs]
@@ -83,6 +86,19 @@ def evaluate_ranks(engine: Any, ctxs: Sequence[RankContext],
         ctx.note_time(float(last.t[-1]))
         engine.rows += last.n
     return out
+
+
+def _release_others(viewing: "weakref.WeakValueDictionary[int, RankContext]",
+                    ctxs: Sequence[RankContext]) -> None:
+    """The ranks of the last many-rank evaluation that are not in this one release their
+    carries (views of that evaluation's arrays, :func:`.carries.release`); ``viewing``
+    then holds this one's."""
+    now = {id(ctx): ctx for ctx in ctxs}
+    for key, ctx in list(viewing.items()):
+        if key not in now:
+            release(ctx.states)
+    viewing.clear()
+    viewing.update(now)
 
 
 def _keep_last(ctxs: Sequence[RankContext], lasts: Dict[int, np.ndarray], count: int) -> None:

@@ -155,15 +155,25 @@ def keep_segments(states: List[Dict[str, Any]], K: np.ndarray, V: np.ndarray, fr
                   lags: Tuple[Tuple[int, int, int], ...] = ()) -> None:
     """Each rank keeps its points with step > its last step - ``span`` (plus
     ``extra_before`` older ones and the past windows ``lags``), as
-    :func:`msdoctor.core.engine.gathers.keep`."""
+    :func:`msdoctor.core.engine.gathers.keep`: views of one array of all ranks' kept
+    points (a rank that leaves the many-rank polls gets copies: :func:`.carries.release`)."""
     segs = frame.segments
     assert segs is not None
     last = segs.keys[segs.last_rows()]
     cut = cuts(K, last, start[:-1], (span, extra_before, lags))
-    steps = K - np.repeat(segs.offset, np.diff(start))
-    for st, a, z in zip(states, cut.tolist(), start[1:].tolist()):
-        # copies: a view would keep all ranks' points alive while this rank sends no more
-        st["s"], st["v"] = steps[a:z].copy(), V[a:z].copy()
+    sizes = start[1:] - cut
+    bounds = np.zeros(sizes.shape[0] + 1, dtype=np.int64)
+    np.cumsum(sizes, out=bounds[1:])
+    if int(bounds[-1]) == K.shape[0]:
+        kept_k, kept_v = K, V
+    else:
+        at = np.arange(int(bounds[-1])) + np.repeat(cut - bounds[:-1], sizes)
+        kept_k, kept_v = K[at], V[at]
+    steps = kept_k - np.repeat(segs.offset, sizes)
+    b = bounds.tolist()
+    for r, st in enumerate(states):
+        a, z = b[r], b[r + 1]
+        st["s"], st["v"] = steps[a:z], kept_v[a:z]
 
 
 def segment_refs(V: np.ndarray, start: np.ndarray) -> np.ndarray:

@@ -216,3 +216,34 @@ def test_a_poll_of_many_ranks_raises_the_same_alerts_as_the_ranks_one_by_one(
         # terms (LossPlateau's noise test, ~1e-4 each) may differ by ~1e-12
         np.testing.assert_allclose(b.last, a.last, rtol=1e-6, atol=1e-9, equal_nan=True)
         assert {k: s.state for k, s in a.alerts.items()} == {k: s.state for k, s in b.alerts.items()}
+
+
+def _carries(ctx) -> List[np.ndarray]:
+    return [st[k] for st in ctx.states if isinstance(st, dict) for k in ("s", "v")
+            if isinstance(st.get(k), np.ndarray) and st[k].shape[0]]
+
+
+def test_ranks_that_leave_the_many_rank_polls_keep_copies_of_their_own_still_shared():
+    engine = Engine(list(load_rules([default_rules_dir()])))
+
+    def poll(ranks, first, n):
+        items = []
+        for r in ranks:
+            steps = np.arange(first, first + n, dtype=np.int64)
+            cols = {"loss": 3.0 / (1 + 0.01 * steps), "grad_norm": np.ones(n)}
+            items.append(("run", r, [], StepBatch("run", r, steps, 1.0 * steps, cols, {})))
+        engine.process_many(items)
+
+    poll([0, 1, 2], 1, 60)
+    poll([0, 1, 2], 61, 1)
+    left = engine.runs["run"].ranks[2]
+    held = _carries(left)
+    assert any(a.base is not None for a in held)          # views of the poll's kept points
+    distinct = len({id(a) for a in held})
+    poll([0, 1], 62, 1)
+    now = _carries(left)
+    assert now and all(a.base is None for a in now)        # copies: the poll's arrays can go
+    assert len({id(a) for a in now}) == distinct           # operators still share one carry
+    for a, b in zip(held, now):
+        np.testing.assert_array_equal(a, b)
+    assert any(a.base is not None for a in _carries(engine.runs["run"].ranks[0]))
