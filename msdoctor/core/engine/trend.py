@@ -23,7 +23,7 @@ an exactly flat or exactly power-law history, whose sums only round, is not read
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
@@ -35,6 +35,7 @@ MIN_RECENT, MIN_HISTORY = 3, 6
 MISS_Z = 4.0
 RESID_FLOOR = 1e-18     # variance of log(x) below which the residuals are rounding (1e-9 relative)
 _FIELDS = 6     # n, sum u, sum y, sum u^2, sum u*y, sum y^2 (u = log step, y = log x)
+IN_ORDER = 7    # numpy sums up to this many values one after the other, as np.bincount does
 
 
 def bin_width(f: float) -> float:
@@ -78,16 +79,7 @@ class PowerLawMiss(Node):
                 "value": math.nan, "value_row": math.nan}
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        values, mask = args[0]
-        rows = point_rows(args[0], frame.n)
-        if rows is None:
-            rows = np.arange(frame.n)
-        x = values[rows]
-        ok = np.isfinite(x) & (x > 0) & (frame.steps[rows] > 0)
-        rows, x = rows[ok], x[ok]
-        u = np.log(frame.steps[rows].astype(np.float64))
-        y = np.log(x)
-        b = np.floor(u / bin_width(float(self.params[0]))).astype(np.int64)
+        rows, u, y, b = self._points(frame, args[0])
         out = np.full(rows.shape[0], np.nan)
         start = 0
         while start < rows.shape[0]:
@@ -104,7 +96,57 @@ class PowerLawMiss(Node):
         full[rows] = out
         point = np.zeros(frame.n, dtype=bool)
         point[rows] = True
-        return locf(full, point, state, "value_row"), mask
+        return locf(full, point, state, "value_row"), args[0][1]
+
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        """Ranks whose new points all fall in their open bin, a few of them, at once (the
+        sums of :meth:`evaluate`); the ranks whose bin closes (or with more points) rank by
+        rank."""
+        from msdoctor.core.engine.segments import some_ranks
+        segs = frame.segments
+        R, n = segs.count, frame.n
+        rows, u, y, b = self._points(frame, args[0])
+        seg = segs.seg[rows]
+        count = np.bincount(seg, minlength=R)
+        open_bin = np.array([st["bin"] for st in states], dtype=np.int64)
+        closes = np.bincount(seg, weights=b != open_bin[seg], minlength=R) > 0
+        slow = closes | (count > IN_ORDER)
+        fast = ~slow[seg]
+        fseg = seg[fast]
+        u, y = u[fast], y[fast]
+        add = np.empty((R, _FIELDS))
+        add[:, 0] = count
+        for k, column in enumerate((u, y, u * u, u * y, y * y), 1):
+            add[:, k] = np.bincount(fseg, weights=column, minlength=R)
+        # the held value from each rank's first point on, its last row's value before
+        point = np.zeros(n, dtype=bool)
+        point[rows] = True
+        idx = np.where(point, np.arange(n), -1)
+        np.maximum.accumulate(idx, out=idx)
+        value = np.array([st["value"] for st in states], dtype=np.float64)
+        value_row = np.array([st["value_row"] for st in states], dtype=np.float64)
+        out = np.where(idx >= segs.bounds[segs.seg], value[segs.seg], value_row[segs.seg])
+        for r in np.flatnonzero((count > 0) & ~slow).tolist():
+            st = states[r]
+            st["sums"][-1] += add[r]
+            st["value_row"] = st["value"]
+        return some_ranks(self, frame, args, states, np.flatnonzero(slow).tolist(), out), \
+            args[0][1]
+
+    def _points(self, frame: Frame, arg: Out
+                ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The rows of the points of ``arg`` with x > 0 and step > 0, their log-step, log(x)
+        and bin."""
+        rows = point_rows(arg, frame.n)
+        if rows is None:
+            rows = np.arange(frame.n)
+        x = arg[0][rows]
+        ok = np.isfinite(x) & (x > 0) & (frame.steps[rows] > 0)
+        rows, x = rows[ok], x[ok]
+        u = np.log(frame.steps[rows].astype(np.float64))
+        y = np.log(x)
+        b = np.floor(u / bin_width(float(self.params[0]))).astype(np.int64)
+        return rows, u, y, b
 
     edge = False        # PowerLawStall: the fall counted from the recent window's start
 
