@@ -12,7 +12,7 @@ import numpy as np
 
 from msdoctor.core.engine.gathers import point_rows
 from msdoctor.core.engine.nodes import Frame, Node, Out, locf, locf_segments
-from msdoctor.core.engine.windows import _EMPTY_I, episode_starts
+from msdoctor.core.engine.windows import _EMPTY_I, EPISODE_GAP, episode_starts
 
 
 def _points(frame: Frame, arg: Out) -> Tuple[Optional[np.ndarray], np.ndarray, np.ndarray]:
@@ -111,6 +111,11 @@ class Ewma(Node):
         return _spread(frame, rows, e, state, "e"), args[0][1]
 
 
+def _last_points(seg: np.ndarray) -> np.ndarray:
+    """The index of each rank's last point (``seg``: the points' ranks, ascending)."""
+    return np.flatnonzero(np.append(seg[1:] != seg[:-1], True)) if seg.shape[0] else _EMPTY_I
+
+
 def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a == b) | (np.isnan(a) & np.isnan(b))
 
@@ -138,6 +143,28 @@ class StepsSinceChange(Node):
         else:
             change = np.zeros(0)
         return frame.fsteps - _spread(frame, rows, change, state, "change"), args[0][1]
+
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        segs = frame.segments
+        rows = point_rows(args[0], frame.n)
+        rows = np.arange(frame.n) if rows is None else rows
+        v, s = args[0][0][rows], frame.steps[rows]
+        seg = segs.seg[rows]
+        i = np.arange(v.shape[0])
+        first = np.searchsorted(seg, seg, side="left")      # each point's rank's first point
+        carried = np.array([st["last_v"] for st in states], dtype=np.float64)
+        prev = np.where(i > first, v[np.maximum(i - 1, 0)], carried[seg])
+        fresh = np.array([not st["has"] for st in states], dtype=bool)
+        changed = ~_same(v, prev) | ((i == first) & fresh[seg])
+        idx = np.where(changed, i, -1)
+        np.maximum.accumulate(idx, out=idx)
+        before = np.array([st["change"] for st in states], dtype=np.float64)
+        change = np.where(idx >= first, s[np.maximum(idx, 0)].astype(np.float64), before[seg])
+        last = _last_points(seg)
+        for r, x in zip(seg[last].tolist(), v[last].tolist()):
+            st = states[r]
+            st["last_v"], st["has"] = x, 1
+        return frame.fsteps - _spread_segments(frame, rows, change, states, "change"), args[0][1]
 
 
 class RepeatCount(Node):
@@ -178,7 +205,7 @@ class RepeatCount(Node):
         np.maximum.accumulate(idx, out=idx)
         runs_before = np.array([0.0 if math.isnan(st["run"]) else st["run"] for st in states])
         runs = np.where(idx >= first, i - idx + 1, runs_before[seg] + (i - first) + 1)
-        last = np.flatnonzero(np.append(seg[1:] != seg[:-1], True)) if v.shape[0] else i
+        last = _last_points(seg)
         for p in last.tolist():
             states[seg[p]]["last_v"] = float(v[p])
         return _spread_segments(frame, rows, runs.astype(np.float64), states, "run"), args[0][1]
@@ -230,7 +257,7 @@ class FirstMax(Node):
         # running max of the taken points, from the rank's max so far (NaN: none yet)
         running = segmented_scan(np.where(taken, v, np.nan), seg, np.fmax)
         running = np.fmax(running, before[seg])
-        last = np.flatnonzero(np.append(seg[1:] != seg[:-1], True)) if v.shape[0] else j
+        last = _last_points(seg)
         for p in last.tolist():
             st = states[seg[p]]
             took = int(taken[first[p]:p + 1].sum())
@@ -263,4 +290,42 @@ class Episodes(Node):
         true_rows = rows[np.isfinite(v) & (v != 0)]
         _, lo, hi, _ = episode_starts(frame, true_rows, int(self.params[0]), state,
                                    "starts", "last_true")
+        return (hi - lo).astype(np.float64), args[0][1]
+
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        """:func:`~.windows.episode_starts` within each rank, the starts looked up by key."""
+        segs = frame.segments
+        n, R = int(self.params[0]), segs.count
+        rows = point_rows(args[0], frame.n)
+        rows = np.arange(frame.n) if rows is None else rows
+        v = args[0][0][rows]
+        true_rows = rows[np.isfinite(v) & (v != 0)]
+        seg = segs.seg[true_rows]
+        true_steps = frame.steps[true_rows]
+        j = np.arange(true_rows.shape[0])
+        first = np.searchsorted(seg, seg, side="left")
+        last_true = np.array([st["last_true"] for st in states], dtype=np.float64)
+        prev = np.where(j > first, true_steps[np.maximum(j - 1, 0)].astype(np.float64),
+                        last_true[seg])
+        new = ~(true_steps - prev < EPISODE_GAP)                 # NaN prev: a new episode
+        last = _last_points(seg)
+        for r, step in zip(seg[last].tolist(), true_steps[last].tolist()):
+            states[r]["last_true"] = float(step)
+        carry = [st["starts"] for st in states]
+        carry_n = np.fromiter((c.shape[0] for c in carry), dtype=np.int64, count=R)
+        carried = np.cumsum(carry_n)                         # carried starts up to each rank
+        new_rows = true_rows[new]
+        # each rank's carried starts, then its new ones (keys: no window crosses ranks)
+        E = np.insert(np.concatenate(carry) + np.repeat(segs.offset, carry_n),
+                      carried[seg[new]], segs.keys[new_rows])
+        hi = carried[segs.seg] + np.searchsorted(new_rows, np.arange(frame.n), side="right")
+        lo = np.searchsorted(E, segs.keys - n, side="right")
+        start = np.zeros(R + 1, dtype=np.int64)
+        np.cumsum(carry_n + np.bincount(seg[new], minlength=R), out=start[1:])
+        cut = np.searchsorted(E, segs.keys[np.maximum(segs.bounds[1:] - 1, 0)] - n, side="right")
+        steps = E - np.repeat(segs.offset, np.diff(start))
+        for st, a, z, rows_r in zip(states, cut.tolist(), start[1:].tolist(),
+                                    np.diff(segs.bounds).tolist()):
+            if rows_r:
+                st["starts"] = steps[a:z].copy()
         return (hi - lo).astype(np.float64), args[0][1]

@@ -23,7 +23,7 @@ an exactly flat or exactly power-law history, whose sums only round, is not read
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
@@ -35,6 +35,7 @@ MIN_RECENT, MIN_HISTORY = 3, 6
 MISS_Z = 4.0
 RESID_FLOOR = 1e-18     # variance of log(x) below which the residuals are rounding (1e-9 relative)
 _FIELDS = 6     # n, sum u, sum y, sum u^2, sum u*y, sum y^2 (u = log step, y = log x)
+IN_ORDER = 7    # numpy sums up to this many values one after the other, as np.bincount does
 
 
 def bin_width(f: float) -> float:
@@ -42,29 +43,29 @@ def bin_width(f: float) -> float:
     return math.log1p(f) / BINS_RECENT
 
 
-def miss_from_bins(sums: np.ndarray, edge: float = math.nan) -> float:
-    """The statistic from the 24 newest closed bins' sums (oldest first, zeros for empty);
-    with ``edge`` (log-step where the recent window begins) the fall is counted from there."""
-    hist = sums[:BINS_HISTORY].sum(axis=0)
-    rec = sums[BINS_HISTORY:].sum(axis=0)
-    nh, nr = hist[0], rec[0]
-    if nh < MIN_HISTORY or nr < MIN_RECENT:
-        return math.nan
-    uh, yh = hist[1] / nh, hist[2] / nh
-    suu = hist[3] - nh * uh * uh
-    if suu <= 0:
-        return math.nan
-    slope = (hist[4] - nh * uh * yh) / suu
-    resid = max(hist[5] - nh * yh * yh - slope * slope * suu, 0.0) / max(nh - 2, 1)
-    resid = max(resid, RESID_FLOOR)      # the sums' rounding must not pass for a trend
-    ur, yr = rec[1] / nr, rec[2] / nr
-    fall = -slope * (ur - (uh if math.isnan(edge) else edge))
-    excess = yr - (yh + slope * (ur - uh))
-    se = math.sqrt(resid * (1.0 / nr + 1.0 / nh + (ur - uh) ** 2 / suu))
-    slope_se = math.sqrt(resid / suu)
-    if fall <= 0 or -slope < MISS_Z * slope_se or excess < MISS_Z * se:
-        return 0.0
-    return excess / fall
+def miss_from_bins(sums: np.ndarray, edge: np.ndarray) -> np.ndarray:
+    """The statistic of K windows of the 24 newest closed bins' sums ``(K, 24, 6)`` (oldest
+    first, zeros for empty); where ``edge`` (log-step where the recent window begins) is not
+    NaN the fall is counted from there."""
+    with np.errstate(all="ignore"):
+        hist = sums[:, :BINS_HISTORY].sum(axis=1)
+        rec = sums[:, BINS_HISTORY:].sum(axis=1)
+        nh, nr = hist[:, 0], rec[:, 0]
+        uh, yh = hist[:, 1] / nh, hist[:, 2] / nh
+        suu = hist[:, 3] - nh * uh * uh
+        slope = (hist[:, 4] - nh * uh * yh) / suu
+        resid = np.maximum(hist[:, 5] - nh * yh * yh - slope * slope * suu, 0.0) \
+            / np.maximum(nh - 2, 1)
+        resid = np.maximum(resid, RESID_FLOOR)  # the sums' rounding must not pass for a trend
+        ur, yr = rec[:, 1] / nr, rec[:, 2] / nr
+        fall = -slope * (ur - np.where(np.isnan(edge), uh, edge))
+        excess = yr - (yh + slope * (ur - uh))
+        se = np.sqrt(resid * (1.0 / nr + 1.0 / nh + (ur - uh) ** 2 / suu))
+        slope_se = np.sqrt(resid / suu)
+        flat = (fall <= 0) | (-slope < MISS_Z * slope_se) | (excess < MISS_Z * se)
+        value = np.where(flat, 0.0, excess / fall)
+    few = (nh < MIN_HISTORY) | (nr < MIN_RECENT) | ~(suu > 0)
+    return np.where(few, math.nan, value)
 
 
 class PowerLawMiss(Node):
@@ -78,22 +79,13 @@ class PowerLawMiss(Node):
                 "value": math.nan, "value_row": math.nan}
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        values, mask = args[0]
-        rows = point_rows(args[0], frame.n)
-        if rows is None:
-            rows = np.arange(frame.n)
-        x = values[rows]
-        ok = np.isfinite(x) & (x > 0) & (frame.steps[rows] > 0)
-        rows, x = rows[ok], x[ok]
-        u = np.log(frame.steps[rows].astype(np.float64))
-        y = np.log(x)
-        b = np.floor(u / bin_width(float(self.params[0]))).astype(np.int64)
+        rows, u, y, b = self._points(frame, args[0])
         out = np.full(rows.shape[0], np.nan)
         start = 0
         while start < rows.shape[0]:
             stop = int(np.searchsorted(b, b[start], side="right"))
             if b[start] != state["bin"]:                 # the open bin closes
-                state["value"] = self._close(state, int(b[start]), float(self.params[0]))
+                self._close([state], b[start:start + 1])
             seg_u, seg_y = u[start:stop], y[start:stop]
             add = np.array([stop - start, seg_u.sum(), seg_y.sum(), (seg_u * seg_u).sum(),
                             (seg_u * seg_y).sum(), (seg_y * seg_y).sum()])
@@ -104,26 +96,91 @@ class PowerLawMiss(Node):
         full[rows] = out
         point = np.zeros(frame.n, dtype=bool)
         point[rows] = True
-        return locf(full, point, state, "value_row"), mask
+        return locf(full, point, state, "value_row"), args[0][1]
+
+    def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        """Ranks whose new points, a few, fall in one bin, at once (the sums of
+        :meth:`evaluate`), closing the open bin first where it is another; ranks with points
+        in several bins, or more points, rank by rank."""
+        from msdoctor.core.engine.segments import some_ranks
+        segs = frame.segments
+        R, n = segs.count, frame.n
+        rows, u, y, b = self._points(frame, args[0])
+        seg = segs.seg[rows]
+        count = np.bincount(seg, minlength=R)
+        firsts = np.searchsorted(seg, np.arange(R))           # each rank's first point
+        first_bin = b[np.minimum(firsts, b.shape[0] - 1)] if b.shape[0] else count
+        open_bin = np.array([st["bin"] for st in states], dtype=np.int64)
+        other = np.bincount(seg, weights=b != first_bin[seg], minlength=R) > 0
+        slow = other | (count > IN_ORDER)
+        closes = np.flatnonzero((count > 0) & ~slow & (first_bin != open_bin))
+        if closes.shape[0]:
+            self._close([states[r] for r in closes.tolist()], first_bin[closes])
+        fast = ~slow[seg]
+        fseg = seg[fast]
+        u, y = u[fast], y[fast]
+        add = np.empty((R, _FIELDS))
+        add[:, 0] = count
+        for k, column in enumerate((u, y, u * u, u * y, y * y), 1):
+            add[:, k] = np.bincount(fseg, weights=column, minlength=R)
+        # the held value from each rank's first point on, its last row's value before
+        point = np.zeros(n, dtype=bool)
+        point[rows] = True
+        idx = np.where(point, np.arange(n), -1)
+        np.maximum.accumulate(idx, out=idx)
+        value = np.array([st["value"] for st in states], dtype=np.float64)
+        value_row = np.array([st["value_row"] for st in states], dtype=np.float64)
+        out = np.where(idx >= segs.bounds[segs.seg], value[segs.seg], value_row[segs.seg])
+        for r in np.flatnonzero((count > 0) & ~slow).tolist():
+            st = states[r]
+            st["sums"][-1] += add[r]
+            st["value_row"] = st["value"]
+        return some_ranks(self, frame, args, states, np.flatnonzero(slow).tolist(), out), \
+            args[0][1]
+
+    def _points(self, frame: Frame, arg: Out
+                ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The rows of the points of ``arg`` with x > 0 and step > 0, their log-step, log(x)
+        and bin."""
+        rows = point_rows(arg, frame.n)
+        if rows is None:
+            rows = np.arange(frame.n)
+        x = arg[0][rows]
+        ok = np.isfinite(x) & (x > 0) & (frame.steps[rows] > 0)
+        rows, x = rows[ok], x[ok]
+        u = np.log(frame.steps[rows].astype(np.float64))
+        y = np.log(x)
+        b = np.floor(u / bin_width(float(self.params[0]))).astype(np.int64)
+        return rows, u, y, b
 
     edge = False        # PowerLawStall: the fall counted from the recent window's start
 
-    def _close(self, state: Dict[str, Any], new_bin: int, f: float) -> float:
-        """Close the open bin (if any), open ``new_bin``; the statistic of the closed bins."""
-        ids, sums = state["ids"], state["sums"]
-        value = state["value"]
-        if ids.shape[0]:
-            newest = int(ids[-1])
-            keep = ids > newest - (BINS_RECENT + BINS_HISTORY)
-            ids, sums = ids[keep], sums[keep]
-            window = np.zeros((BINS_RECENT + BINS_HISTORY, _FIELDS))
-            window[ids - newest + BINS_RECENT + BINS_HISTORY - 1] = sums
-            edge = (newest - BINS_RECENT + 1) * bin_width(f) if self.edge else math.nan
-            value = miss_from_bins(window, edge)
-        state["ids"] = np.append(ids, new_bin)
-        state["sums"] = np.vstack((sums, np.zeros((1, _FIELDS))))
-        state["bin"] = new_bin
-        return value
+    def _close(self, states: List[Dict[str, Any]], new_bins: np.ndarray) -> None:
+        """Close each state's open bin (if any) and open its ``new_bins``; its ``value`` is
+        then the statistic of its closed bins (unchanged before it has any)."""
+        K, span = len(states), BINS_RECENT + BINS_HISTORY
+        lengths = np.fromiter((st["ids"].shape[0] for st in states), dtype=np.int64, count=K)
+        ids = np.concatenate([st["ids"] for st in states])
+        sums = np.concatenate([st["sums"] for st in states])
+        owner = np.repeat(np.arange(K), lengths)
+        newest = ids[np.maximum(np.cumsum(lengths) - 1, 0)] if ids.shape[0] else lengths
+        keep = ids > newest[owner] - span
+        ids, sums, owner = ids[keep], sums[keep], owner[keep]
+        window = np.zeros((K, span, _FIELDS))
+        window[owner, ids - newest[owner] + span - 1] = sums
+        edge = (newest - BINS_RECENT + 1) * bin_width(float(self.params[0])) if self.edge \
+            else np.full(K, math.nan)
+        value = miss_from_bins(window, edge)
+        # each state's kept bins, then its new open one
+        at = np.cumsum(np.bincount(owner, minlength=K))
+        ids = np.insert(ids, at, new_bins)
+        sums = np.insert(sums, at, 0.0, axis=0)
+        ends = (at + np.arange(1, K + 1)).tolist()
+        for st, a, z, b, v, some in zip(states, [0] + ends[:-1], ends, new_bins.tolist(),
+                                        value.tolist(), (lengths > 0).tolist()):
+            st["ids"], st["sums"], st["bin"] = ids[a:z].copy(), sums[a:z].copy(), b
+            if some:
+                st["value"] = v
 
 
 class PowerLawStall(PowerLawMiss):

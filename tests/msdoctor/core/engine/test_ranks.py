@@ -31,7 +31,9 @@ EXPRESSIONS = ["first_max(x, 3)", "mean(x, 20)", "sum(x, 20)", "count(x, 20)", "
                "steps_since_change(x > 3)", "spike_period(x, 200)", "spike_period(x, 200, 10)", "episodes(x > 4, 50)",
                "baseline(x, 10, 40)", "rank_median(x)", "x + step", "ln(x)", "x + running()",
                "x + seconds_since_step()", "mean(x, 20) + count(x, 20) - max(x, 20)",
-               "sum(x, 12, 6) * min(x, 12, 6) + std(x, 12, 6)"]
+               "sum(x, 12, 6) * min(x, 12, 6) + std(x, 12, 6)",
+               "powerlaw_miss(x, 0.2)", "powerlaw_stall(x, 0.2)", "powerlaw_miss(x, 1)",
+               "powerlaw_miss(x + 100, 0.2)", "steps_since_change(x)", "episodes(x > 3, 7)"]
 RANKS = 5
 
 
@@ -124,6 +126,30 @@ def test_spike_periods_of_many_ranks_at_once_equal_each_rank_alone_with_and_with
     for expr in ("spike_period(x, 200, 10)", "spike_period(x, 500, 10)"):
         got = run_together(expr, steps, values, plan)
         assert all((got[r] == 25.0).any() == (r % 2 == 0) for r in range(RANKS)), expr
+        for r in range(RANKS):
+            alone = run_expr(signal(expr), steps[r], {"loss": values[r]},
+                             [k for p in plan for k in [p[r]] if k])
+            np.testing.assert_array_equal(got[r], alone, err_msg=f"{expr}, rank {r}")
+
+
+def test_power_law_trends_of_many_ranks_at_once_equal_each_rank_alone_bit_for_bit():
+    """A falling loss (that stalls on the even ranks): bins close in some polls and not in
+    others, with one point, a few or many; every value is the one-rank value, bit for bit."""
+    rng = np.random.default_rng(5)
+    steps, values = [], []
+    for r in range(RANKS):
+        gaps = rng.choice([1, 1, 2, 5], size=1500) if r % 2 else np.ones(1500, dtype=np.int64)
+        s = np.cumsum(gaps)
+        loss = 4.0 * s ** -0.4 * (1 + 0.01 * rng.standard_normal(s.shape[0]))
+        if r % 2 == 0:
+            stall = 500 + 100 * r
+            loss[s > stall] = 4.0 * stall ** -0.4 * (1 + 0.01 * rng.standard_normal((s > stall).sum()))
+        steps.append(s)
+        values.append(loss.tolist())
+    plan = polls(3, 1500)
+    for expr in ("powerlaw_miss(x, 0.2)", "powerlaw_stall(x, 0.2)", "powerlaw_miss(x, 1)"):
+        got = run_together(expr, steps, values, plan)
+        assert ((got[0] > 0.5) & (got[0] < 2)).any(), expr           # the stall is seen
         for r in range(RANKS):
             alone = run_expr(signal(expr), steps[r], {"loss": values[r]},
                              [k for p in plan for k in [p[r]] if k])
