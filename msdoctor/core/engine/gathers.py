@@ -97,7 +97,7 @@ class Shared:
         if shared is None:
             self.before = [st["s"] for st in states]
             self.arrays: Tuple[Any, ...] = gather(frame, arg, states[0]) \
-                if frame.segments is None else gather_segments(frame, arg, states)
+                if frame.segments is None else gather_segments(frame, arg, states, self.key)
         else:
             *arrays, self.owners = shared
             self.arrays = tuple(arrays)
@@ -112,6 +112,6 @@ class Shared:
             keep(states[0], S, V, frame, *self.group)
         else:
             K, V, _, start = self.arrays
-            keep_segments(states, K, V, frame, start, *self.group)
+            keep_segments(states, K, V, frame, start, *self.group, key=self.key)
         carries.share(frame, self.key, self.before, self.arrays, states)
 

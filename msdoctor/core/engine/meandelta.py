@@ -83,7 +83,6 @@ class MeanDelta(WindowNode):
         return out, args[1][1]
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
-        from msdoctor.core.engine.segments import segment_refs
         k, n, m = (int(p) for p in self.params)
         segs = frame.segments
         carry = Shared(frame, self.children[0].key, args[0], states, 0, 0, ((k, n, m),))
@@ -99,7 +98,8 @@ class MeanDelta(WindowNode):
             step = np.maximum(step, segment_holes(frame, states, holes, k))
         top = np.searchsorted(K, step, side="right")
         lo = at_least(np.searchsorted(K, step - n, side="right"), top, m, first)
-        value = self.mean.reduce(V, lo, top, segment_refs(V, start), Aggregate.sums(frame, V))
+        sums = Aggregate.sums(frame, V)
+        value = self.mean.reduce(V, lo, top, Aggregate.refs(sums, V, start), sums)
         out = now - np.where(step >= 0, value, np.nan)
         carry.keep()
         return out, args[1][1]

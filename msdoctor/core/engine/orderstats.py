@@ -383,13 +383,33 @@ class Baseline(Node):
         return out, args[0][1]
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
-        """Ranks whose baseline is frozen at once; the others rank by rank."""
-        from msdoctor.core.engine.segments import some_ranks
+        """As :meth:`evaluate` rank by rank: the points inside each rank's window found at
+        once; a rank's list grows (or its baseline freezes) in a few operations."""
         segs = frame.segments
         warmup, n = int(self.params[0]), int(self.params[1])
+        q = frame.steps
+        f = np.array([st["f"] for st in states], dtype=np.float64)
+        for r in np.flatnonzero(np.isnan(f)).tolist():      # a rank's first rows
+            f[r] = states[r]["f"] = float(q[segs.bounds[r]])
+        start, end = f + warmup, f + warmup + n - 1
         done = np.array([bool(st["done"]) for st in states])
-        end = np.array([st["f"] for st in states]) + warmup + n - 1
+        rows = point_rows(args[0], frame.n)
+        rows = np.arange(frame.n) if rows is None else rows
+        seg = segs.seg[rows]
+        s, v = q[rows], args[0][0][rows]
+        inside = ~done[seg] & (s >= start[seg]) & (s <= end[seg]) & np.isfinite(v)
+        at = np.flatnonzero(inside)
+        cut = np.searchsorted(seg[at], np.arange(len(states) + 1)).tolist()
+        ends = q[segs.last_rows()] >= end
+        for r in np.flatnonzero(~done & ((np.diff(cut) > 0) | ends)).tolist():
+            st = states[r]
+            if cut[r + 1] > cut[r]:
+                st["pts"] = np.concatenate((st["pts"], v[at[cut[r]:cut[r + 1]]]))[-max(n, 1):]
+            if ends[r]:
+                st["done"] = 1
+                st["value"] = float(np.median(st["pts"])) if st["pts"].shape[0] else math.nan
+                st["pts"] = _EMPTY_F
+                done[r] = True
         value = np.array([st["value"] for st in states])
-        out = np.where(done[segs.seg] & (frame.steps >= end[segs.seg]), value[segs.seg], np.nan)
-        return some_ranks(self, frame, args, states, np.flatnonzero(~done).tolist(), out), \
-            args[0][1]
+        out = np.where(done[segs.seg] & (q >= end[segs.seg]), value[segs.seg], np.nan)
+        return out, args[0][1]

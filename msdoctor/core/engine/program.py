@@ -48,6 +48,8 @@ class Program:
         self.rules: List[CompiledRule] = []
         #: per argument, what the window operators over it keep (one carry for all of them)
         self.keeps: Dict[str, Group] = {}
+        #: per carry group, the last many-rank poll's kept points (:data:`.segments.HELD`)
+        self.held: Dict[Any, Any] = {}
         self.roots: Set[int] = set()         # outputs read after an evaluation
         self._release: Optional[List[List[int]]] = None
         for rule in rules:
@@ -161,9 +163,10 @@ class Program:
         rank r's operator states. Each operator runs once for all ranks (rank by rank when
         it has no segment-aware version). ``lasts``: as :meth:`evaluate`, each operator's
         values at the ranks' last rows."""
-        from msdoctor.core.engine.segments import per_rank
+        from msdoctor.core.engine.segments import HELD, per_rank
         outs: List[Optional[Out]] = [None] * len(self.nodes)
         frame.memo[KEEPS] = self.keeps
+        frame.memo[HELD] = self.held
         rows = frame.segments.last_rows()
         with np.errstate(all="ignore"):
             for i, node in enumerate(self.nodes):

@@ -49,7 +49,8 @@ def evaluate_ranks(engine: Any, ctxs: Sequence[RankContext],
     program = engine.program
     lasts: Dict[int, np.ndarray] = {}
     outs = program.evaluate_ranks(frame, [ctx.states for ctx in ctxs], failed, lasts)
-    _release_others(engine.viewing, ctxs)
+    if _release_others(engine.viewing, ctxs):
+        program.held.clear()                # their arrays can go once no rank views them
     _keep_last(ctxs, lasts, len(outs))
     bounds = segs.bounds.tolist()
     found: List[List[Any]] = [[] for _ in ctxs]
@@ -89,16 +90,17 @@ def evaluate_ranks(engine: Any, ctxs: Sequence[RankContext],
 
 
 def _release_others(viewing: "weakref.WeakValueDictionary[int, RankContext]",
-                    ctxs: Sequence[RankContext]) -> None:
+                    ctxs: Sequence[RankContext]) -> bool:
     """The ranks of the last many-rank evaluation that are not in this one release their
     carries (views of that evaluation's arrays, :func:`.carries.release`); ``viewing``
-    then holds this one's."""
+    then holds this one's. True when some rank released them."""
     now = {id(ctx): ctx for ctx in ctxs}
-    for key, ctx in list(viewing.items()):
-        if key not in now:
-            release(ctx.states)
+    left = [ctx for key, ctx in list(viewing.items()) if key not in now]
+    for ctx in left:
+        release(ctx.states)
     viewing.clear()
     viewing.update(now)
+    return bool(left)
 
 
 def _keep_last(ctxs: Sequence[RankContext], lasts: Dict[int, np.ndarray], count: int) -> None:

@@ -13,7 +13,7 @@ of evaluating each rank alone.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -21,6 +21,10 @@ from msdoctor.core.batch import StepBatch
 from msdoctor.core.engine.carries import Group
 from msdoctor.core.engine.nodes import Frame, Mask, Node, Out
 
+#: ``frame.memo`` key of the program's held carries: per carry group, the arrays of the last
+#: poll's kept points (:func:`keep_segments`), which the next poll of the same ranks gathers
+#: without joining the ranks' carries again.
+HELD = "held"
 #: Key distance between ranks: larger than any step number and any window span.
 GAP = 1 << 42
 MAX_STEP = 1 << 40
@@ -103,12 +107,28 @@ def some_ranks(node: Node, frame: Frame, args: List[Out], states: List[Dict[str,
     return out
 
 
-def gather_segments(frame: Frame, arg: Out, states: List[Dict[str, Any]]
+def _held(frame: Frame, key: Optional[Hashable], states: List[Dict[str, Any]]
+          ) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``(sizes, steps, values)``: the carries of ``states`` laid one after the other, as
+    :func:`keep_segments` left them for the same ranks in the same order (else None)."""
+    held = frame.memo.get(HELD)
+    entry = None if held is None or key is None else held.get(key)
+    if entry is None:
+        return None
+    views, steps, values, sizes = entry
+    if len(views) != len(states) or not all(st["s"] is w for st, w in zip(states, views)):
+        return None
+    return sizes, steps, values
+
+
+def gather_segments(frame: Frame, arg: Out, states: List[Dict[str, Any]],
+                    key: Optional[Hashable] = None
                     ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Each rank's carry-over followed by its new finite points, rank after rank:
     ``(K, V, hi, start)``; ``K`` are keys, ``hi[i]`` bounds what row ``i`` may see
     (as :func:`msdoctor.core.engine.gathers.gather`), rank r's points are
-    ``start[r]:start[r+1]``."""
+    ``start[r]:start[r+1]``. ``key``: the carry group, whose carries the last poll of
+    the same ranks left in one array (:data:`HELD`)."""
     segs = frame.segments
     assert segs is not None
     values, n, R = arg[0], frame.n, segs.count
@@ -119,16 +139,21 @@ def gather_segments(frame: Frame, arg: Out, states: List[Dict[str, Any]]
         ok = np.zeros(n, dtype=bool)
     else:
         ok = mask & np.isfinite(values)
-    carry_n = np.fromiter((st["s"].shape[0] for st in states), dtype=np.int64, count=R)
+    held = _held(frame, key, states)
+    if held is None:
+        carry_n = np.fromiter((st["s"].shape[0] for st in states), dtype=np.int64, count=R)
+        carry_s = np.concatenate([st["s"] for st in states])
+        carry_v = np.concatenate([st["v"] for st in states])
+    else:
+        carry_n, carry_s, carry_v = held
     new_before = np.concatenate(([0], np.cumsum(ok)))        # new points before each row
     new_n = new_before[segs.bounds[1:]] - new_before[segs.bounds[:-1]]
     start = np.zeros(R + 1, dtype=np.int64)
     np.cumsum(carry_n + new_n, out=start[1:])
     # rank r: its carry, then its new points (inserted after the carries up to rank r's)
     at = np.cumsum(carry_n)[segs.seg[ok]]
-    carry_k = np.concatenate([st["s"] for st in states]) + np.repeat(segs.offset, carry_n)
-    K = np.insert(carry_k, at, segs.keys[ok])
-    V = np.insert(np.concatenate([st["v"] for st in states]), at, values[ok])
+    K = np.insert(carry_s + np.repeat(segs.offset, carry_n), at, segs.keys[ok])
+    V = np.insert(carry_v, at, values[ok])
     # what row i of rank r sees: r's carry and r's new points up to row i
     hi = (start[:-1] + carry_n - new_before[segs.bounds[:-1]])[segs.seg] + new_before[1:]
     return K, V, hi, start
@@ -152,7 +177,8 @@ def cuts(S: np.ndarray, last: np.ndarray, first: np.ndarray, group: Group) -> np
 
 def keep_segments(states: List[Dict[str, Any]], K: np.ndarray, V: np.ndarray, frame: Frame,
                   start: np.ndarray, span: int, extra_before: int = 0,
-                  lags: Tuple[Tuple[int, int, int], ...] = ()) -> None:
+                  lags: Tuple[Tuple[int, int, int], ...] = (),
+                  key: Optional[Hashable] = None) -> None:
     """Each rank keeps its points with step > its last step - ``span`` (plus
     ``extra_before`` older ones and the past windows ``lags``), as
     :func:`msdoctor.core.engine.gathers.keep`: views of one array of all ranks' kept
@@ -171,9 +197,15 @@ def keep_segments(states: List[Dict[str, Any]], K: np.ndarray, V: np.ndarray, fr
         kept_k, kept_v = K[at], V[at]
     steps = kept_k - np.repeat(segs.offset, sizes)
     b = bounds.tolist()
+    views = []
     for r, st in enumerate(states):
         a, z = b[r], b[r + 1]
-        st["s"], st["v"] = steps[a:z], kept_v[a:z]
+        s = steps[a:z]
+        st["s"], st["v"] = s, kept_v[a:z]
+        views.append(s)
+    held = frame.memo.get(HELD)
+    if held is not None and key is not None:
+        held[key] = (views, steps, kept_v, sizes)
 
 
 def segment_refs(V: np.ndarray, start: np.ndarray) -> np.ndarray:

@@ -85,6 +85,8 @@ class LastN(WindowNode):
     """A window function computed by :meth:`reduce` over ``V[lo:hi]`` per row, rank by rank
     or over a many-rank frame alike."""
 
+    centred = True      # :meth:`reduce` takes the points' references (the rank's first value)
+
     def reduce(self, V: np.ndarray, lo: np.ndarray, hi: np.ndarray, ref: Any,
                sums: Dict[str, Any]) -> np.ndarray:
         """The function over ``V[lo:hi]`` per row; ``sums``: work the operators over the same
@@ -97,6 +99,14 @@ class LastN(WindowNode):
         if memo is None or memo["V"] is not V:
             memo = frame.memo[("sums", id(V))] = {"V": V}
         return memo
+
+    @staticmethod
+    def refs(sums: Dict[str, Any], V: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """:func:`.segments.segment_refs` of the gathered points, once per batch."""
+        from msdoctor.core.engine.segments import segment_refs
+        if "refs" not in sums:
+            sums["refs"] = segment_refs(V, start)
+        return sums["refs"]
 
     def carry_spec(self) -> Tuple[str, int, int, Tuple[Tuple[int, int, int], ...]]:
         """What its carry must hold: the points of its argument in its span, plus m older."""
@@ -112,13 +122,13 @@ class LastN(WindowNode):
         return out, args[0][1]
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
-        from msdoctor.core.engine.segments import segment_refs
         n, m = self.n_steps, self.least_points
         carry = Shared(frame, self.children[0].key, args[0], states, n, m)
         K, V, hi, start = carry.arrays
         lo = np.searchsorted(K, frame.segments.keys - n, side="right")
         lo = at_least(lo, hi, m, start[frame.segments.seg])
-        out = self.reduce(V, lo, hi, segment_refs(V, start), self.sums(frame, V))
+        sums = self.sums(frame, V)
+        out = self.reduce(V, lo, hi, self.refs(sums, V, start) if self.centred else 0.0, sums)
         carry.keep()
         return out, args[0][1]
 
@@ -190,6 +200,8 @@ def range_extreme(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, fn: np.ufunc) -
 
 class MinMax(LastN):
     """``min max`` over the last n steps."""
+
+    centred = False
 
     def reduce(self, V: np.ndarray, lo: np.ndarray, hi: np.ndarray, ref: Any,
                sums: Dict[str, Any]) -> np.ndarray:
