@@ -103,3 +103,16 @@ def test_a_rank_is_gone_for_good_only_after_the_sidecar_heard_nothing_for_an_hou
     assert not pipeline.alerts.active()
     last = pipeline.alerts.history(1)[-1]
     assert (last["alert"], last["state"], last["reason"]) == ("JobHung", "resolved", "run ended")
+
+
+def test_the_median_step_time_is_numpys_median_of_the_last_finite_points():
+    import numpy as np
+
+    from msdoctor.core.liveness import MEDIAN_POINTS, median_of
+    rng = np.random.default_rng(0)
+    for size in (0, 1, 2, 7, MEDIAN_POINTS, MEDIAN_POINTS + 9):
+        values = rng.normal(size=size)
+        values[::5] = np.nan
+        tail = values[-MEDIAN_POINTS:]
+        tail = tail[np.isfinite(tail)]
+        assert median_of(values) == (float(np.median(tail)) if tail.shape[0] else None)
