@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Sequence, Tuple, Type, Union
 
+import msdoctor.core.engine.curve as curve
 import msdoctor.core.engine.nodes as nodes
 import msdoctor.core.engine.orderstats as orderstats
 import msdoctor.core.engine.periods as periods
@@ -103,6 +104,8 @@ def _table() -> Dict[str, Function]:
          "powerlaw_miss(x, f)"),
         ("powerlaw_stall", (EXPR, ALPHA), _cls(trend.PowerLawStall, "powerlaw_stall"), True,
          "powerlaw_stall(x, f)"),
+        ("curve_stall", (EXPR, ALPHA), _cls(curve.CurveStall, "curve_stall"), True,
+         "curve_stall(x, f)"),
         ("first_max", x_n, _cls(sequences.FirstMax, "first_max"), True, "first_max(x, n)"),
         ("jump", x_n, _jump, True, "jump(x, k)"),
         ("episodes", x_n, _cls(sequences.Episodes, "episodes"), True, "episodes(x, n)"),

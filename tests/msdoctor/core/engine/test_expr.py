@@ -26,7 +26,7 @@ ACCEPTED = [
     "seconds_since_step() > coalesce(expected(hang_after_s), config(hang_after_s), 900)",
     "median(loss, 200, 10) < quantile(loss, 200, 0.9, 10)", "robust_z(loss, 200, 10) > 8",
     "spike_period(loss, 2000, 10) >= 5", "powerlaw_miss(loss, 1) > 0.5",
-    "powerlaw_stall(loss, 0.2) > 1",
+    "powerlaw_stall(loss, 0.2) > 1", "curve_stall(loss, 0.1) > 0.6",
     "loss > 3 * first_max(prev(loss, 2), 20)", "std(loss, 500, 20) > 0.1 * mean(loss, 500, 20)",
     "jump(loss, 5) > 2 * max(prev(jump(loss, 5), 1), 1000, 300)",
 ]

@@ -31,7 +31,7 @@ EXPRESSIONS = ["first_max(x, 3)", "mean(x, 20)", "sum(x, 20)", "count(x, 20)", "
                "steps_since_change(x > 3)", "spike_period(x, 200)", "spike_period(x, 200, 10)", "episodes(x > 4, 50)",
                "baseline(x, 10, 40)", "rank_median(x)", "x + step", "ln(x)", "x + running()",
                "x + seconds_since_step()", "mean(x, 20) + count(x, 20) - max(x, 20)",
-               "sum(x, 12, 6) * min(x, 12, 6) + std(x, 12, 6)",
+               "sum(x, 12, 6) * min(x, 12, 6) + std(x, 12, 6)", "curve_stall(x + 100, 0.2)",
                "powerlaw_miss(x, 0.2)", "powerlaw_stall(x, 0.2)", "powerlaw_miss(x, 1)",
                "powerlaw_miss(x + 100, 0.2)", "steps_since_change(x)", "episodes(x > 3, 7)"]
 RANKS = 5
@@ -147,7 +147,8 @@ def test_power_law_trends_of_many_ranks_at_once_equal_each_rank_alone_bit_for_bi
         steps.append(s)
         values.append(loss.tolist())
     plan = polls(3, 1500)
-    for expr in ("powerlaw_miss(x, 0.2)", "powerlaw_stall(x, 0.2)", "powerlaw_miss(x, 1)"):
+    for expr in ("powerlaw_miss(x, 0.2)", "powerlaw_stall(x, 0.2)", "powerlaw_miss(x, 1)",
+                 "curve_stall(x, 0.1)"):
         got = run_together(expr, steps, values, plan)
         assert ((got[0] > 0.5) & (got[0] < 2)).any(), expr           # the stall is seen
         for r in range(RANKS):
