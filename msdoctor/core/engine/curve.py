@@ -22,7 +22,9 @@ line in log-log overshoots). NaN until the history holds ``MIN_HISTORY`` points,
 oldest quarter (after a resume, a short history would be extrapolated far), and the recent
 window ``MIN_RECENT``.
 
-Cost: one fit per closed bin (``BINS_RECENT`` / log(1 + f) per e-fold of the step, ~480 for a
+``curve_stall(x, f, s)`` answers from the bin that holds step s on (NaN before): the bins
+before it close without a fit (LossPlateau reads it from step 2000; a run's first steps close
+a bin almost every step). Cost: one fit per closed bin (``BINS_RECENT`` / log(1 + f) per e-fold of the step, ~480 for a
 run of 25k dense steps at f = 0.1), each a few dozen array operations on the window's 48 bins
 and a closed-form 3 x 3 solve. Memory: 49 bins of nine sums.
 """
@@ -196,11 +198,17 @@ class CurveStall(PowerLawMiss):
             ids, sums = ids[keep], sums[keep]
             window = np.zeros((span, _FIELDS))
             window[ids - newest + span - 1] = sums
-            value = stall_from_bins(window, self._powers())
+            # from the bin that holds step ``from`` on: earlier ones close without a fit
+            if math.exp((new_bin + 1) * self.width()) >= self._from():
+                value = stall_from_bins(window, self._powers())
         state["ids"] = np.append(ids, new_bin)
         state["sums"] = np.vstack((sums, np.zeros((1, _FIELDS))))
         state["bin"] = new_bin
         return value
+
+    def _from(self) -> float:
+        """The optional third argument: the first step it answers at (0: from the start)."""
+        return float(self.params[1]) if len(self.params) > 1 else 0.0
 
     _held_powers: tuple = (math.nan, None)
 

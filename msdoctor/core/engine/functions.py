@@ -105,7 +105,7 @@ def _table() -> Dict[str, Function]:
         ("powerlaw_stall", (EXPR, ALPHA), _cls(trend.PowerLawStall, "powerlaw_stall"), True,
          "powerlaw_stall(x, f)"),
         ("curve_stall", (EXPR, ALPHA), _cls(curve.CurveStall, "curve_stall"), True,
-         "curve_stall(x, f)"),
+         "curve_stall(x, f[, from_step])"),
         ("first_max", x_n, _cls(sequences.FirstMax, "first_max"), True, "first_max(x, n)"),
         ("jump", x_n, _jump, True, "jump(x, k)"),
         ("episodes", x_n, _cls(sequences.Episodes, "episodes"), True, "episodes(x, n)"),
@@ -136,6 +136,7 @@ _VARIADIC = ("coalesce",)
 _OPTIONAL: Dict[str, Tuple[str, ...]] = {
     name: (STEPS0,) for name in ("median", "robust_z", "quantile", "spike_period", "mean", "sum",
                                  "count", "std", "min", "max", "slope")}
+_OPTIONAL["curve_stall"] = (STEPS0,)     # the first step it answers at (curve.py)
 
 
 FUNCTIONS: Dict[str, Function] = _table()

@@ -81,17 +81,15 @@ class PowerLawMiss(Node):
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
         rows, u, y, b = self._points(frame, args[0])
         out = np.full(rows.shape[0], np.nan)
-        start = 0
-        while start < rows.shape[0]:
-            stop = int(np.searchsorted(b, b[start], side="right"))
-            if b[start] != state["bin"]:                 # the open bin closes
-                self._close([state], b[start:start + 1])
-            seg_u, seg_y = u[start:stop], y[start:stop]
-            add = np.array([stop - start, seg_u.sum(), seg_y.sum(), (seg_u * seg_u).sum(),
-                            (seg_u * seg_y).sum(), (seg_y * seg_y).sum()])
-            state["sums"][-1] += add
-            out[start:stop] = state["value"]
-            start = stop
+        if rows.shape[0]:
+            starts = np.flatnonzero(np.diff(b, prepend=b[0] - 1)).tolist()
+            stops = starts[1:] + [rows.shape[0]]
+            adds = np.array([[z - a, u[a:z].sum(), y[a:z].sum(), (u[a:z] * u[a:z]).sum(),
+                              (u[a:z] * y[a:z]).sum(), (y[a:z] * y[a:z]).sum()]
+                             for a, z in zip(starts, stops)])
+            values = self._add_bins(state, b[starts], adds)
+            for a, z, v in zip(starts, stops, values):
+                out[a:z] = v
         full = np.full(frame.n, np.nan)
         full[rows] = out
         point = np.zeros(frame.n, dtype=bool)
@@ -154,6 +152,40 @@ class PowerLawMiss(Node):
         return rows, u, y, b
 
     edge = False        # PowerLawStall: the fall counted from the recent window's start
+
+    def _add_bins(self, state: Dict[str, Any], ids: np.ndarray, adds: np.ndarray) -> List[float]:
+        """Add one rank's new points, summed per bin (``ids`` ascending, ``adds`` their sums),
+        closing the open bin at each new one as :meth:`_close` does, all closes at once; the
+        value held from each of those bins on."""
+        span = BINS_RECENT + BINS_HISTORY
+        old_ids = state["ids"]
+        head: List[float] = []
+        if old_ids.shape[0] and int(ids[0]) == state["bin"]:    # the open bin goes on
+            state["sums"][-1] += adds[0]
+            ids, adds = ids[1:], adds[1:]
+            head = [state["value"]]
+        if not ids.shape[0]:
+            return head
+        all_ids = np.concatenate((old_ids, ids))
+        all_sums = np.concatenate((state["sums"], adds))
+        values = [state["value"]] * (old_ids.shape[0] == 0)    # the first bin: no close
+        closes = np.arange(max(old_ids.shape[0], 1), all_ids.shape[0])
+        if closes.shape[0]:
+            newest = all_ids[closes - 1]          # the bin each close closes
+            lo = int(all_ids.min()) - span
+            dense = np.zeros((int(all_ids[-1]) - lo + 1, _FIELDS))
+            dense[all_ids - lo] = all_sums
+            window = np.ascontiguousarray(np.lib.stride_tricks.sliding_window_view(
+                dense, span, axis=0)[newest - lo - span + 1].transpose(0, 2, 1))
+            edge = (newest - BINS_RECENT + 1) * bin_width(float(self.params[0])) \
+                if self.edge else np.full(newest.shape[0], math.nan)
+            values += miss_from_bins(window, edge).tolist()
+            keep = all_ids[:-1] > int(newest[-1]) - span
+            all_ids = np.append(all_ids[:-1][keep], all_ids[-1])
+            all_sums = np.vstack((all_sums[:-1][keep], all_sums[-1:]))
+        state["ids"], state["sums"], state["bin"] = all_ids, all_sums, int(all_ids[-1])
+        state["value"] = values[-1]
+        return head + values
 
     def _close(self, states: List[Dict[str, Any]], new_bins: np.ndarray) -> None:
         """Close each state's open bin (if any) and open its ``new_bins``; its ``value`` is

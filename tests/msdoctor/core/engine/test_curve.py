@@ -107,6 +107,20 @@ def test_curve_stall_sees_a_late_stall_and_not_a_power_law_slowing_down():
         assert np.isnan(got[:20]).all()
 
 
+
+@pytest.mark.parametrize("cuts", [[500], [1, 7, 64], [6000]])
+def test_curve_stall_from_a_step_is_nan_before_its_bin_and_the_same_from_then_on(cuts):
+    rng = np.random.default_rng(2)
+    steps = np.arange(1, 6001)
+    loss = list((1.5 + 9.0 * (1 + steps / 20.0) ** -0.5) * (1 + 0.002 * rng.standard_normal(6000)))
+    loss[4000:] = [loss[3999]] * 2000
+    every = run_expr("curve_stall(loss, 0.1)", steps, {"loss": loss}, cuts)
+    late = run_expr("curve_stall(loss, 0.1, 2000)", steps, {"loss": loss}, cuts)
+    start = int(np.exp(np.floor(np.log(2000) / curve.bin_width(0.1)) * curve.bin_width(0.1)))
+    assert np.isnan(late[:start - 1]).all()
+    np.testing.assert_array_equal(late[2000:], every[2000:])
+    assert (late[4000:4400] > 0.6).any()
+
 RULE = """
 version: 1
 groups:
