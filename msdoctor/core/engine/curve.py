@@ -160,8 +160,8 @@ class CurveStall(PowerLawMiss):
         return locf(full, point, state, "value_row"), args[0][1]
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
-        """Ranks with one new point, in their open bin (a live poll), at once: the point's
-        terms added to that bin, the held value; the others rank by rank."""
+        """Ranks with one new point (a live poll) in a few operations each: the open bin
+        closed if the point opens another, its terms added; the others rank by rank."""
         from msdoctor.core.engine.segments import some_ranks
         segs = frame.segments
         R, n = segs.count, frame.n
@@ -169,21 +169,23 @@ class CurveStall(PowerLawMiss):
         seg = segs.seg[rows]
         count = np.bincount(seg, minlength=R)
         first = np.minimum(np.searchsorted(seg, np.arange(R)), max(rows.shape[0] - 1, 0))
-        open_bin = np.array([st["bin"] for st in states], dtype=np.int64)
-        fast = (count == 1) & (b[first] == open_bin) if rows.shape[0] else count > 0
+        fast = count == 1
         point = np.zeros(n, dtype=bool)
         point[rows] = True
         idx = np.where(point, np.arange(n), -1)
         np.maximum.accumulate(idx, out=idx)
-        value = np.array([st["value"] for st in states], dtype=np.float64)
         value_row = np.array([st["value_row"] for st in states], dtype=np.float64)
-        out = np.where(idx >= segs.bounds[segs.seg], value[segs.seg], value_row[segs.seg])
         quick = np.flatnonzero(fast)
-        terms = self.point_terms(u[first[quick]], y[first[quick]], b[first[quick]])
-        for r, row in zip(quick.tolist(), terms):
+        at = first[quick]
+        terms = self.point_terms(u[at], y[at], b[at])
+        for r, new_bin, row in zip(quick.tolist(), b[at].tolist(), terms):
             st = states[r]
+            if new_bin != st["bin"]:                         # the open bin closes
+                st["value"] = self._close_bin(st, new_bin)
             st["sums"][-1] += row
             st["value_row"] = st["value"]
+        value = np.array([st["value"] for st in states], dtype=np.float64)
+        out = np.where(idx >= segs.bounds[segs.seg], value[segs.seg], value_row[segs.seg])
         slow = np.flatnonzero((count > 0) & ~fast).tolist()
         return some_ranks(self, frame, args, states, slow, out), args[0][1]
 
