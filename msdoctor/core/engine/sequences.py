@@ -258,12 +258,11 @@ class FirstMax(Node):
         running = segmented_scan(np.where(taken, v, np.nan), seg, np.fmax)
         running = np.fmax(running, before[seg])
         last = _last_points(seg)
-        for p in last.tolist():
+        took = np.bincount(seg, weights=taken, minlength=len(states)).astype(np.int64)
+        for p in last[took[seg[last]] > 0].tolist():       # ranks still taking points
             st = states[seg[p]]
-            took = int(taken[first[p]:p + 1].sum())
-            if took:
-                st["max"] = float(running[p])
-                st["count"] = int(st["count"]) + took
+            st["max"] = float(running[p])
+            st["count"] = int(st["count"]) + int(took[seg[p]])
         fm = np.where(taken, running, np.array([st["max"] for st in states])[seg])
         return _spread_segments(frame, rows, fm, states, "fm"), args[0][1]
 
