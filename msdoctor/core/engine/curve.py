@@ -35,8 +35,8 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from msdoctor.core.engine.nodes import Frame, Out, locf
-from msdoctor.core.engine.trend import BINS_RECENT, RESID_FLOOR, PowerLawMiss, bin_width
+from msdoctor.core.engine.nodes import Frame, Out
+from msdoctor.core.engine.trend import BINS_RECENT, RESID_FLOOR, PowerLawMiss, bin_width, held
 
 BINS_HISTORY = 40        # bins of the recent window: BINS_RECENT, as powerlaw_miss's
 MIN_RECENT, MIN_HISTORY = 3, 10
@@ -153,11 +153,7 @@ class CurveStall(PowerLawMiss):
                     state["value"] = self._close_bin(state, ids[j])
                 state["sums"][-1] += bins[j]
                 out[start:stop] = state["value"]
-        full = np.full(frame.n, np.nan)
-        full[rows] = out
-        point = np.zeros(frame.n, dtype=bool)
-        point[rows] = True
-        return locf(full, point, state, "value_row"), args[0][1]
+        return held(frame.n, rows, out, state), args[0][1]
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
         """Ranks with one new point (a live poll) in a few operations each: the open bin

@@ -68,6 +68,16 @@ def miss_from_bins(sums: np.ndarray, edge: np.ndarray) -> np.ndarray:
     return np.where(few, math.nan, value)
 
 
+def held(n: int, rows: np.ndarray, out: np.ndarray, state: Dict[str, Any]) -> np.ndarray:
+    """``out`` (the values at the points ``rows``) over all ``n`` rows, each value held until
+    the next point (``state["value_row"]`` before the first)."""
+    full = np.full(n, np.nan)
+    full[rows] = out
+    point = np.zeros(n, dtype=bool)
+    point[rows] = True
+    return locf(full, point, state, "value_row")
+
+
 class PowerLawMiss(Node):
     """See the module docstring."""
 
@@ -90,11 +100,7 @@ class PowerLawMiss(Node):
             values = self._add_bins(state, b[starts], adds)
             for a, z, v in zip(starts, stops, values):
                 out[a:z] = v
-        full = np.full(frame.n, np.nan)
-        full[rows] = out
-        point = np.zeros(frame.n, dtype=bool)
-        point[rows] = True
-        return locf(full, point, state, "value_row"), args[0][1]
+        return held(frame.n, rows, out, state), args[0][1]
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
         """Ranks whose new points, a few, fall in one bin, at once (the sums of
