@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -44,3 +44,25 @@ def run_expr(text: str, steps: Sequence[int], series: Dict[str, Sequence[Optiona
         out.append(outs[root][0].copy())
         start = stop
     return np.concatenate(out)
+
+
+Binned = List[Tuple[float, float, int]]
+
+
+def binned_reference(steps, values, w: float, fit: Callable[[Binned, int], float]) -> np.ndarray:
+    """Per row, a log-step-binned statistic written plainly: ``fit(before, newest)`` of the
+    positive points of the closed bins (width ``w`` in log-step) before the row's own, as
+    (log step, log x, bin), ``newest`` the latest of those bins; NaN without any. A row
+    without a positive value holds the last row's."""
+    out, last = [], math.nan
+    pts = [(int(s), float(v)) for s, v in zip(steps, values)
+           if v is not None and math.isfinite(v) and v > 0]
+    for i, s in enumerate(steps):
+        v = values[i]
+        if v is not None and math.isfinite(v) and v > 0:
+            b = math.floor(math.log(s) / w)
+            before = [(math.log(p), math.log(x), math.floor(math.log(p) / w)) for p, x in pts
+                      if p < s and math.floor(math.log(p) / w) < b]
+            last = fit(before, max(k for _, _, k in before)) if before else math.nan
+        out.append(last)
+    return np.asarray(out)

@@ -14,7 +14,7 @@ from msdoctor.core.engine.evaluator import Engine
 from msdoctor.core.engine.loader import load_rules
 from msdoctor.core.snapshot import join_arrays, split_arrays
 from msdoctor.wire import make
-from tests.msdoctor.core.engine.helpers import run_expr
+from tests.msdoctor.core.engine.helpers import binned_reference, run_expr
 from tests.msdoctor.core.engine.test_windows import SIZES, make_series
 
 
@@ -24,50 +24,34 @@ def _stall_reference(steps, values, f: float) -> np.ndarray:
     start when both are significant, the residual variance at least the groups of 2 bins'."""
     w = math.log1p(f) / curve.BINS_RECENT
     span, hist_bins = curve.BINS_RECENT + curve.BINS_HISTORY, curve.BINS_HISTORY
-    out, last = [], math.nan
-    pts = [(int(s), float(v)) for s, v in zip(steps, values)
-           if v is not None and math.isfinite(v) and v > 0]
-    for i, s in enumerate(steps):
-        v = values[i]
-        if v is None or not math.isfinite(v) or v <= 0:
-            out.append(last)
-            continue
-        b = math.floor(math.log(s) / w)
-        before = [(math.log(p), math.log(x), math.floor(math.log(p) / w)) for p, x in pts
-                  if p < s and math.floor(math.log(p) / w) < b]
-        if not before:
-            out.append(math.nan)
-            last = math.nan
-            continue
-        newest = max(k for _, _, k in before)
+
+    def fit(before, newest):
         first = newest - span + 1                       # the window's oldest bin
         edge = (newest - curve.BINS_RECENT + 1) * w
         hist = np.array([(u, y, k) for u, y, k in before if first <= k < first + hist_bins])
         rec = np.array([(u, y) for u, y, k in before if k >= first + hist_bins])
         full = any(first <= k < first + hist_bins // 4 for _, _, k in before)
         if not full or len(hist) < curve.MIN_HISTORY or len(rec) < curve.MIN_RECENT:
-            value = math.nan
-        else:
-            z = hist[:, 0] - edge
-            coef = np.polyfit(z, hist[:, 1], 2)
-            res = hist[:, 1] - np.polyval(coef, z)
-            var = (res ** 2).sum() / max(len(hist) - 3, 1)
-            groups = (hist[:, 2].astype(int) - first) // curve.GROUP
-            means = [(np.sum(groups == g), res[groups == g].mean()) for g in np.unique(groups)]
-            if len(means) > 3:
-                var = max(var, sum(n * r * r for n, r in means) / (len(means) - 3))
-            var = max(var, 1e-18)
-            x = np.column_stack((np.ones(len(z)), z, z * z))
-            zr = rec[:, 0] - edge
-            xr = np.array([1.0, zr.mean(), (zr * zr).mean()])
-            pred = float(np.polyval(coef, 0.0) + coef[1] * xr[1] + coef[0] * xr[2])
-            se = math.sqrt(var * (float(xr @ np.linalg.inv(x.T @ x) @ xr) + 1 / len(rec)))
-            fall, excess = coef[2] - pred, rec[:, 1].mean() - pred
-            ok = fall >= curve.FALL_Z * se and excess >= curve.EXCESS_Z * se
-            value = excess / fall if ok else 0.0
-        out.append(value)
-        last = value
-    return np.asarray(out)
+            return math.nan
+        z = hist[:, 0] - edge
+        coef = np.polyfit(z, hist[:, 1], 2)
+        res = hist[:, 1] - np.polyval(coef, z)
+        var = (res ** 2).sum() / max(len(hist) - 3, 1)
+        groups = (hist[:, 2].astype(int) - first) // curve.GROUP
+        means = [(np.sum(groups == g), res[groups == g].mean()) for g in np.unique(groups)]
+        if len(means) > 3:
+            var = max(var, sum(n * r * r for n, r in means) / (len(means) - 3))
+        var = max(var, 1e-18)
+        x = np.column_stack((np.ones(len(z)), z, z * z))
+        zr = rec[:, 0] - edge
+        xr = np.array([1.0, zr.mean(), (zr * zr).mean()])
+        pred = float(np.polyval(coef, 0.0) + coef[1] * xr[1] + coef[0] * xr[2])
+        se = math.sqrt(var * (float(xr @ np.linalg.inv(x.T @ x) @ xr) + 1 / len(rec)))
+        fall, excess = coef[2] - pred, rec[:, 1].mean() - pred
+        ok = fall >= curve.FALL_Z * se and excess >= curve.EXCESS_Z * se
+        return excess / fall if ok else 0.0
+
+    return binned_reference(steps, values, w, fit)
 
 
 def _stalling(seed: int, sparse: bool, n: int = 500):

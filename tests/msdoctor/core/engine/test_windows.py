@@ -10,7 +10,7 @@ import pytest
 from msdoctor.core.engine.orderstats import stride
 from msdoctor.core.engine.periods import SPIKE_Z, regular_period
 from msdoctor.core.engine.sequences import ewma_points
-from tests.msdoctor.core.engine.helpers import run_expr
+from tests.msdoctor.core.engine.helpers import binned_reference, run_expr
 
 SIZES = ([10_000], [1], [7], [3, 50, 1, 100], [64])
 
@@ -401,39 +401,24 @@ def _powerlaw_miss_reference(steps, values, f: float, edge: bool = False) -> np.
     """Per row: the fit of the 24 closed log-step bins before the row's bin, with np.polyfit;
     ``edge``: the fall counted from where the recent bins begin (``powerlaw_stall``)."""
     w = math.log1p(f) / 8
-    out, last = [], math.nan
-    pts = [(int(s), float(v)) for s, v in zip(steps, values)
-           if v is not None and math.isfinite(v) and v > 0]
-    for i, s in enumerate(steps):
-        v = values[i]
-        if v is None or not math.isfinite(v) or v <= 0:
-            out.append(last)
-            continue
-        b = math.floor(math.log(s) / w)
-        before = [(math.log(p), math.log(x)) for p, x in pts if p < s and math.floor(math.log(p) / w) < b]
-        if not before:
-            out.append(math.nan)
-            last = math.nan
-            continue
-        newest = max(math.floor(u / w) for u, _ in before)
-        hist = np.array([(u, y) for u, y in before if newest - 24 < math.floor(u / w) <= newest - 8])
-        rec = np.array([(u, y) for u, y in before if math.floor(u / w) > newest - 8])
+
+    def fit(before, newest):
+        hist = np.array([(u, y) for u, y, k in before if newest - 24 < k <= newest - 8])
+        rec = np.array([(u, y) for u, y, k in before if k > newest - 8])
         if len(hist) < 6 or len(rec) < 3 or np.ptp(hist[:, 0]) == 0:
-            value = math.nan
-        else:
-            slope, icpt = np.polyfit(hist[:, 0], hist[:, 1], 1)
-            res = hist[:, 1] - (icpt + slope * hist[:, 0])
-            var = max((res ** 2).sum() / max(len(hist) - 2, 1), 1e-18)
-            uh, ur = hist[:, 0].mean(), rec[:, 0].mean()
-            suu = ((hist[:, 0] - uh) ** 2).sum()
-            excess = rec[:, 1].mean() - (icpt + slope * ur)
-            fall = -slope * (ur - ((newest - 7) * w if edge else uh))
-            se = math.sqrt(var * (1 / len(rec) + 1 / len(hist) + (ur - uh) ** 2 / suu))
-            ok = fall > 0 and -slope >= 4 * math.sqrt(var / suu) and excess >= 4 * se
-            value = excess / fall if ok else 0.0
-        out.append(value)
-        last = value
-    return np.asarray(out)
+            return math.nan
+        slope, icpt = np.polyfit(hist[:, 0], hist[:, 1], 1)
+        res = hist[:, 1] - (icpt + slope * hist[:, 0])
+        var = max((res ** 2).sum() / max(len(hist) - 2, 1), 1e-18)
+        uh, ur = hist[:, 0].mean(), rec[:, 0].mean()
+        suu = ((hist[:, 0] - uh) ** 2).sum()
+        excess = rec[:, 1].mean() - (icpt + slope * ur)
+        fall = -slope * (ur - ((newest - 7) * w if edge else uh))
+        se = math.sqrt(var * (1 / len(rec) + 1 / len(hist) + (ur - uh) ** 2 / suu))
+        ok = fall > 0 and -slope >= 4 * math.sqrt(var / suu) and excess >= 4 * se
+        return excess / fall if ok else 0.0
+
+    return binned_reference(steps, values, w, fit)
 
 
 @pytest.mark.parametrize("sparse", [False, True])
