@@ -162,8 +162,11 @@ def test_a_real_nan_loss_is_the_one_cause_and_the_rest_its_consequences(runs, ru
                                                                         tmp_path):
     got = replayed_transitions(runs[run])
     # the process's host memory is the machine's allocator's, not the fault's: a real run's
-    # RSS may grow for a few steps anywhere (MemoryGrowth once at step 31 on a CI machine)
-    causes = [a for a in got if a[3] is None and not a[0].startswith("Memory")]
+    # RSS may grow for a few steps anywhere (MemoryGrowth once at step 31 on a CI machine);
+    # and its step times are the machine's load's (StepTimeErratic at step 10 while other
+    # jobs shared the 2 cores): both are left out, as in the clean-run tests
+    causes = [a for a in got if a[3] is None and not a[0].startswith("Memory")
+              and a[0] not in TIMING]
     assert causes == [("LossNonFinite", 0, 30, None)], got
     assert consequence in {a[0] for a in got if a[3] == "LossNonFinite"}, got
     # a live sidecar started on the run gives the same transitions
