@@ -33,7 +33,7 @@ from msdoctor.core.engine.nodes import Node
 
 MAX_CHARS = 1500
 MAX_DEPTH = 32
-MAX_NODES = 300
+MAX_NODES = 400
 MAX_EXPONENT = 64
 
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Mod: "%"}

@@ -93,7 +93,7 @@ def test_anything_outside_the_language_is_rejected_with_a_clear_error(text, mess
 
 def test_an_expression_is_limited_to_1500_characters():
     # a rule of three branches of window statistics (LossOscillating) needs ~1300 characters;
-    # the size of the work stays bounded by the 300 operations
+    # the size of the work stays bounded by the 400 operations
     long = "std(mean(loss, 30), 1000) ** 2 > 0 or " * 38 + "loss > 1"
     assert 1400 < len(long) <= 1500
     parse(long)
@@ -102,6 +102,16 @@ def test_an_expression_is_limited_to_1500_characters():
     with pytest.raises(ExprError) as info:
         parse(too_long)
     assert "too long: 1501 characters, at most 1500" in str(info.value)
+
+
+def test_an_expression_is_limited_to_400_operations():
+    # one `or` of 133 comparisons "loss>0" (each: the comparison, the name, the number) is
+    # 400 operations, within the limit; 134 comparisons (403) are refused, in fewer characters
+    # than the 1500 allowed
+    parse(" or ".join(["loss>0"] * 133))
+    with pytest.raises(ExprError) as info:
+        parse(" or ".join(["loss>0"] * 134))
+    assert "expression too large: more than 400 operations" in str(info.value)
 
 
 def test_the_error_offset_points_at_the_offending_part():
