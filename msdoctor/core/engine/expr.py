@@ -31,7 +31,7 @@ from msdoctor.core.engine.functions import (
 )
 from msdoctor.core.engine.nodes import Node
 
-MAX_CHARS = 1500
+MAX_CHARS = 2000
 MAX_DEPTH = 32
 MAX_NODES = 400
 MAX_EXPONENT = 64
