@@ -45,7 +45,7 @@ def kind_of(alert: str) -> Optional[str]:
         return NONFINITE
     if alert.startswith("GradNormSpike") or alert == "GradNormExplosion":
         return SPIKE
-    if alert in ("UpdatesStalled", "LossPlateau", "LayerFrozen", "LossFrozen"):
+    if alert in ("UpdatesStalled", "LossPlateau", "LayerFrozen", "LossFrozen", "GradientsZero"):
         return STALL
     if alert == "LayersNotLoaded":
         return AT_INIT
