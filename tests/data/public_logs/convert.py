@@ -190,6 +190,18 @@ def hf_dict_lines(text: str) -> List[Row]:
     return rows
 
 
+@parser("webui_step_dict_lines")
+def webui_step_dict_lines(text: str) -> List[Row]:
+    """text-generation-webui training console ``Step: N {'loss': X, 'grad_norm': Y, 'learning_rate': Z,
+    'epoch': E}`` (the HF Trainer's log dicts behind the webui's own counter); step = N as printed,
+    dicts without a ``'loss'`` (the closing ``train_runtime`` summary) skipped."""
+    rows: List[Row] = []
+    for m in re.finditer(r"^Step:\s+(\d+) (\{'loss':[^}]*\})", text, re.M):
+        values = dict(re.findall(r"'(\w+)':\s*([^,}\s]+)", m.group(2)))
+        rows.append(add_present({"step": m.group(1)}, {"loss": "loss", **HF_COLUMNS}, values))
+    return rows
+
+
 @parser("minimind")
 def minimind(text: str) -> List[Row]:
     """minimind ``Epoch:[E/N](S/M) loss:X lr:Y``; step = in-epoch step."""
