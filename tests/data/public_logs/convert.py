@@ -177,6 +177,11 @@ def hf_trainer_state(text: str) -> List[Row]:
     return rows
 
 
+def hf_dict_values(text: str) -> Dict[str, str]:
+    """The ``'key': value`` pairs of one printed HF Trainer log dict, values as printed."""
+    return dict(re.findall(r"'(\w+)':\s*([^,}\s]+)", text))
+
+
 @parser("hf_dict_lines")
 def hf_dict_lines(text: str) -> List[Row]:
     """HF Trainer console dicts ``{'loss': X, 'grad_norm': Y, 'learning_rate': Z, 'epoch': E}``;
@@ -185,7 +190,7 @@ def hf_dict_lines(text: str) -> List[Row]:
     for line in text.splitlines():
         if "{'loss':" not in line:
             continue
-        values = dict(re.findall(r"'(\w+)':\s*([^,}\s]+)", line[line.index("{"):line.index("}") + 1]))
+        values = hf_dict_values(line[line.index("{"):line.index("}") + 1])
         rows.append(add_present({"step": str(len(rows) + 1)}, {"loss": "loss", **HF_COLUMNS}, values))
     return rows
 
@@ -197,7 +202,7 @@ def webui_step_dict_lines(text: str) -> List[Row]:
     dicts without a ``'loss'`` (the closing ``train_runtime`` summary) skipped."""
     rows: List[Row] = []
     for m in re.finditer(r"^Step:\s+(\d+) (\{'loss':[^}]*\})", text, re.M):
-        values = dict(re.findall(r"'(\w+)':\s*([^,}\s]+)", m.group(2)))
+        values = hf_dict_values(m.group(2))
         rows.append(add_present({"step": m.group(1)}, {"loss": "loss", **HF_COLUMNS}, values))
     return rows
 
