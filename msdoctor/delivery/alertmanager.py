@@ -4,7 +4,8 @@ Mapping: ``alertname`` = the rule, plus ``severity``, ``run``, ``rank`` and
 ``source="msdoctor"`` (and any extra labels given) as labels; ``summary``,
 ``cause``, ``fix``, ``runbook_url``, ``value`` and the steps as annotations.
 Like Prometheus, only firing and resolved alerts are sent (Alertmanager has no
-"pending"). An alert marked ``caused_by`` (a consequence of another alert firing on
+"pending"; an alert that was pending and went back to inactive was never sent, so its end is
+not sent either). An alert marked ``caused_by`` (a consequence of another alert firing on
 the same rank, see the rules' ``consequence_of``) is not sent: its cause is; if the cause
 ends first, the engine journals it again as firing on its own, and that is sent. Alertmanager
 forgets an alert whose ``endsAt`` has passed, so firing
@@ -71,6 +72,8 @@ class AlertmanagerDeliverer(Deliverer):
         key = alert_key(transition)
         with self._lock:
             before = self._firing.get(key)
+            if state == "inactive" and before is None:
+                return                                # it was only pending: never sent
             if state == "firing":
                 self._started.setdefault(key, transition.get("active_since")
                                          or transition.get("t") or self._wall())

@@ -195,7 +195,8 @@ class Reader:
 
     @staticmethod
     def _resolved(history: Sequence[AlertItem], active: set) -> Tuple[AlertItem, ...]:
-        """Alerts whose latest transition ended them (newest first), not active again.
+        """Alerts whose latest transition ended them (newest first), not active again; an
+        alert that was pending and never fired is not among them.
 
         Each is shown as it read while firing (its summary, value and step then), since
         the text rendered at resolution describes the recovered value."""
@@ -208,6 +209,8 @@ class Reader:
         done = []
         for key, a in latest.items():
             if key in active or a.state in ("pending", "firing"):
+                continue
+            if a.state == "inactive" and key not in fired:      # only ever pending
                 continue
             shown = fired.get(key, a)
             done.append(replace(shown, state="resolved", t=a.t))

@@ -1,5 +1,9 @@
 """The alert lifecycle of one (rule, run, rank): inactive -> pending -> firing -> resolved.
 
+A pending alert whose condition turns false before its ``for`` has elapsed goes back to
+``inactive`` with a transition of its own, so whoever holds the active set drops it (the
+alert stops being pending, as Prometheus drops it from ``ALERTS``).
+
 :func:`advance` takes a whole batch of condition values and finds the
 transitions by jumping between the runs of true and false rows (``flatnonzero``
 + ``searchsorted``), so a batch costs O(number of condition changes), not
@@ -58,7 +62,7 @@ class AlertState:
 
 
 class Transition(NamedTuple):
-    state: str          # pending | firing | resolved
+    state: str          # pending | firing | resolved | inactive (pending, then false)
     row: int            # index of the row of the batch where it happened
     first_step: float   # step where the activation began
 
@@ -117,6 +121,7 @@ def advance(st: AlertState, cond: np.ndarray, steps: np.ndarray, t: np.ndarray,
             else:
                 if end < n:
                     st.state = INACTIVE
+                    out.append(Transition("inactive", end, st.since_step))
                 i = end
         else:  # FIRING
             end = next_in(falses, i)

@@ -117,6 +117,20 @@ def test_alertmanager_firing_alerts_are_resent_until_resolved(receiver):
     assert receiver.bodies[-1][0]["endsAt"] < rfc3339(time.time() + 1)
 
 
+def test_alertmanager_never_hears_of_an_alert_that_was_only_pending(receiver):
+    am = AlertmanagerDeliverer(receiver.url.rsplit("/", 1)[0], resend_interval=60).start()
+    try:
+        am.on_alert(transition("pending"))
+        am.on_alert(transition("inactive"))
+        am.on_alert(transition("pending", rank=1))
+        am.on_alert(transition("firing", rank=1))
+        assert am.flush()
+    finally:
+        am.close()
+    assert [(a["labels"]["rank"], a["endsAt"] > rfc3339(time.time())) for body in receiver.bodies
+            for a in body] == [("1", True)]             # rank 0 was never sent, nor its end
+
+
 def test_one_post_ends_at_its_deadline_however_slowly_the_receiver_answers():
     import socket
     import threading

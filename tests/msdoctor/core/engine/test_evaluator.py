@@ -70,6 +70,18 @@ def test_transitions_are_emitted_once_in_order_with_rendered_annotations(rules):
     assert alerts.active() == []          # every alert that fired also resolved
 
 
+def test_a_pending_alert_whose_condition_clears_leaves_the_active_set(rules):
+    got = []
+    engine = Engine(rules, sinks=[got.append])
+    # mean(loss, 10) is above 5 on steps 11-15, less than LossHigh's ``for: 5 steps``
+    engine.process("r", 0, [], steps(0, 1, [5.0] * 10 + [8.0] * 3 + [2.0] * 20))
+    seen = [(a.alert, a.state, a.step) for a in got]
+    assert seen == [("LossHigh", "pending", 11), ("LossHigh", "inactive", 16)]
+    alerts = ActiveAlerts()
+    alerts.add([as_record(a) for a in got])
+    assert alerts.active() == []          # no longer pending: nothing is shown as current
+
+
 def test_results_do_not_depend_on_how_the_stream_is_cut(rules):
     rng = np.random.default_rng(2)
     losses = list(np.where(rng.random(3000) < 0.01, 50.0, 1.0))

@@ -33,9 +33,10 @@ def test_for_in_steps_counts_step_numbers_not_events():
     assert out == [("pending", 5), ("firing", 15)]
 
 
-def test_a_pending_alert_that_turns_false_goes_back_silently():
+def test_a_pending_alert_that_turns_false_goes_back_to_inactive_with_a_transition():
     out, st = run([1, 1, 0, 1, 1, 1, 1], for_=Duration(3, "steps"))
-    assert out == [("pending", 1), ("pending", 4), ("firing", 7)] and st.state == FIRING
+    assert out == [("pending", 1), ("inactive", 3), ("pending", 4), ("firing", 7)]
+    assert st.state == FIRING
 
 
 def test_keep_firing_for_bridges_short_gaps_and_resolves_after_it():
