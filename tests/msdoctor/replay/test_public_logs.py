@@ -66,7 +66,7 @@ def test_every_label_names_alerts_the_shipped_rules_define(alert_names):
 
 @pytest.mark.parametrize("entry", LOGS, ids=IDS)
 def test_each_log_has_a_source_a_framework_a_label_and_a_first_problem_step_when_sick(entry, alert_names):
-    assert re.match(r"https://github\.com/[\w.-]+/[\w.-]+/(issues/\d+|blob/[0-9a-f]{40}/\S+)$",
+    assert re.match(r"https://github\.com/[\w.-]+/[\w.-]+/(issues/\d+|pull/\d+|blob/[0-9a-f]{40}/\S+)$",
                     entry["source"]), entry["source"]
     assert entry["framework"] and entry["notes"]
     assert entry["label"] == "healthy" or entry["label"] in LABELS
@@ -91,14 +91,16 @@ def test_each_step_table_is_rebuilt_byte_for_byte_from_its_excerpt(entry):
 
 
 def _printed_numbers(text):
-    """Every number printed in ``text`` (thousands separators dropped), as exact decimals."""
+    """Every number printed in ``text``, as exact decimals: read as printed and with thousands
+    separators dropped (a comma between CSV fields can look like one: ``6.87,961.64``)."""
     numbers = set()
     plain = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)
-    for token in re.findall(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", plain):
-        try:
-            numbers.add(Decimal(token))
-        except InvalidOperation:
-            pass
+    for version in (text, plain):
+        for token in re.findall(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", version):
+            try:
+                numbers.add(Decimal(token))
+            except InvalidOperation:
+                pass
     return numbers
 
 
