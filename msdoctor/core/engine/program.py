@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from operator import is_
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
@@ -52,6 +53,10 @@ class Program:
         self.held: Dict[Any, Any] = {}
         self.roots: Set[int] = set()         # outputs read after an evaluation
         self._release: Optional[List[List[int]]] = None
+        #: the ranks' state lists of the last many-rank evaluation, and per operator its
+        #: states of those ranks (:meth:`_states_of`)
+        self._columns: Tuple[List[List[Dict[str, Any]]], Dict[int, List[Dict[str, Any]]]] = \
+            ([], {})
         for rule in rules:
             cond = self.add(rule.condition)
             value = self.add(rule.value)
@@ -153,6 +158,7 @@ class Program:
                 except Exception as exc:  # noqa: BLE001 - one operator must not stop the others
                     failed[i] = f"{type(exc).__name__}: {exc}"
                     states[i] = node.new_state()
+                    self._columns = ([], {})           # a rank's state replaced
                 self._done(i, outs, lasts, rows)
         return outs
 
@@ -168,6 +174,7 @@ class Program:
         frame.memo[KEEPS] = self.keeps
         frame.memo[HELD] = self.held
         rows = frame.segments.last_rows()
+        columns = self._states_of(states)
         with np.errstate(all="ignore"):
             for i, node in enumerate(self.nodes):
                 args = [outs[a] for a in self.args[i]]
@@ -175,23 +182,36 @@ class Program:
                     self._done(i, outs, lasts, rows)
                     continue
                 try:
-                    outs[i] = self._evaluate_one(node, frame, args, states, i, per_rank)
+                    outs[i] = self._evaluate_one(node, frame, args, states, i, per_rank, columns)
                 except Exception as exc:  # noqa: BLE001 - one operator must not stop the others
                     failed[i] = f"{type(exc).__name__}: {exc}"
                     for s in states:
                         s[i] = node.new_state()
+                    columns.pop(i, None)
                 self._done(i, outs, lasts, rows)
         return outs
 
+    def _states_of(self, states: List[List[Dict[str, Any]]]) -> Dict[int, List[Dict[str, Any]]]:
+        """Per operator, its states of the ranks ``states`` (filled as operators run): those of
+        the last many-rank evaluation when it was of the same state lists. A rank's state is
+        replaced only here, after an operator fails (its entry goes), or with a new list."""
+        ranks, columns = self._columns
+        if len(ranks) != len(states) or not all(map(is_, ranks, states)):
+            columns = {}
+            self._columns = (list(states), columns)
+        return columns
+
     @staticmethod
     def _evaluate_one(node: Node, frame: Frame, args: List[Any], states: List[List[Dict[str, Any]]],
-                      i: int, per_rank: Any) -> Out:
+                      i: int, per_rank: Any, columns: Dict[int, List[Dict[str, Any]]]) -> Out:
         if node.rowwise:
             return node.evaluate(frame, args, {})
         many = getattr(node, "evaluate_segments", None)
         if many is not None and not node.stateful:
             return many(frame, args, states)          # per-rank states unused
-        mine = [s[i] for s in states]
+        mine = columns.get(i)
+        if mine is None:
+            mine = columns[i] = [s[i] for s in states]
         if many is not None:
             return many(frame, args, mine)
         return per_rank(node, frame, args, mine)
