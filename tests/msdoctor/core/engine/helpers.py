@@ -1,4 +1,5 @@
-"""Feed one expression through the real operators, batch by batch (test helper)."""
+"""Test helpers: one expression through the real operators, batch by batch; polls of many
+ranks' step batches."""
 from __future__ import annotations
 
 import math
@@ -66,3 +67,30 @@ def binned_reference(steps, values, w: float, fit: Callable[[Binned, int], float
             last = fit(before, max(k for _, _, k in before)) if before else math.nan
         out.append(last)
     return np.asarray(out)
+
+
+def rank_polls(rng: np.random.Generator, ranks: int, polls: int, first: Callable[[int], int],
+               sizes: Callable[[int], List[int]], bad: float) -> List[List[Tuple]]:
+    """Polls of run "run": the first has ``first(rank)`` rows of each rank (and its run_start),
+    each later one a number of rows per rank drawn from ``sizes(poll)`` (0: the rank is left
+    out). The loss falls as 3 / (1 + step / 100) with noise; a share ``bad`` of its rows is NaN
+    on odd ranks and 50 on even ones."""
+    pos = [1] * ranks
+    out = []
+    for p in range(polls):
+        items = []
+        for r in range(ranks):
+            n = first(r) if p == 0 else int(rng.choice(sizes(p)))
+            if not n:
+                continue
+            steps = np.arange(pos[r], pos[r] + n, dtype=np.int64)
+            pos[r] += n
+            loss = 3.0 / (1 + 0.01 * steps) + 0.01 * rng.random(n)
+            loss[rng.random(n) < bad] = np.nan if r % 2 else 50.0
+            cols = {"loss": loss, "grad_norm": 1.0 + 0.1 * rng.random(n), "lr": np.full(n, 1e-4),
+                    "loss_scale": np.full(n, 1024.0), "overflow": np.zeros(n)}
+            events = [{"type": "run_start", "rank": r, "run": "run", "t": 0.0,
+                       "world_size": ranks}] if p == 0 else []
+            items.append(("run", r, events, StepBatch("run", r, steps, 1.0 * steps, cols, {})))
+        out.append(items)
+    return out

@@ -17,7 +17,7 @@ from msdoctor.core.engine.loader import default_rules_dir, load_rules
 from msdoctor.core.engine.nodes import Frame
 from msdoctor.core.engine.program import Program
 from msdoctor.core.engine.segments import join_batches, segments_of
-from tests.msdoctor.core.engine.helpers import run_expr
+from tests.msdoctor.core.engine.helpers import rank_polls, run_expr
 from tests.msdoctor.core.engine.test_windows import make_series
 
 EXPRESSIONS = ["first_max(x, 3)", "mean(x, 20)", "sum(x, 20)", "count(x, 20)", "std(x, 20)", "min(x, 20)",
@@ -209,26 +209,10 @@ def test_a_poll_of_many_ranks_raises_the_same_alerts_as_the_ranks_one_by_one(
         first, group_rows, monkeypatch):
     monkeypatch.setattr(evaluator, "GROUP_ROWS", group_rows)
     rules = list(load_rules([default_rules_dir()]))
-    rng = np.random.default_rng(3)
     alone, together = Engine(rules), Engine(rules)
-    pos = [1] * 8
     got_alone, got_together = [], []
-    for p in range(30):
-        items = []
-        for r in range(8):
-            n = first + 100 * r if p == 0 else int(rng.choice([0, 1, 1, 2, 7]))
-            if not n:
-                continue
-            steps = np.arange(pos[r], pos[r] + n, dtype=np.int64)
-            pos[r] += n
-            loss = 3.0 / (1 + 0.01 * steps) + 0.01 * rng.random(n)
-            loss[rng.random(n) < 0.03] = np.nan if r % 2 else 50.0
-            grad = 1.0 + 0.1 * rng.random(n)
-            cols = {"loss": loss, "grad_norm": grad, "lr": np.full(n, 1e-4),
-                    "loss_scale": np.full(n, 1024.0), "overflow": np.zeros(n)}
-            events = [{"type": "run_start", "rank": r, "run": "run", "t": 0.0,
-                       "world_size": 8}] if p == 0 else []
-            items.append(("run", r, events, StepBatch("run", r, steps, 1.0 * steps, cols, {})))
+    for items in rank_polls(np.random.default_rng(3), 8, 30, lambda r: first + 100 * r,
+                            lambda p: [0, 1, 1, 2, 7], 0.03):
         for item in items:
             got_alone += alone.process(*item)
         got_together += together.process_many(items)

@@ -10,31 +10,14 @@ import numpy as np
 from msdoctor.core.batch import StepBatch
 from msdoctor.core.engine.evaluator import Engine
 from msdoctor.core.engine.loader import default_rules_dir, load_rules
+from tests.msdoctor.core.engine.helpers import rank_polls
 
 
 def polls(seed: int) -> List[List[Tuple[str, int, list, StepBatch]]]:
     """A backlog, then live polls of one or two rows per rank, with NaN and spikes; a poll
     now and then leaves a rank out (it rejoins with carries of its own)."""
-    rng = np.random.default_rng(seed)
-    pos = [1] * 6
-    out = []
-    for p in range(40):
-        items = []
-        for r in range(6):
-            n = 50 + 20 * r if p == 0 else int(rng.choice([1, 1, 2] if p % 7 else [0, 1]))
-            if not n:
-                continue
-            steps = np.arange(pos[r], pos[r] + n, dtype=np.int64)
-            pos[r] += n
-            loss = 3.0 / (1 + 0.01 * steps) + 0.01 * rng.random(n)
-            loss[rng.random(n) < 0.05] = np.nan if r % 2 else 50.0
-            cols = {"loss": loss, "grad_norm": 1.0 + 0.1 * rng.random(n), "lr": np.full(n, 1e-4),
-                    "loss_scale": np.full(n, 1024.0), "overflow": np.zeros(n)}
-            events = [{"type": "run_start", "rank": r, "run": "run", "t": 0.0,
-                       "world_size": 6}] if p == 0 else []
-            items.append(("run", r, events, StepBatch("run", r, steps, 1.0 * steps, cols, {})))
-        out.append(items)
-    return out
+    return rank_polls(np.random.default_rng(seed), 6, 40, lambda r: 50 + 20 * r,
+                      lambda p: [1, 1, 2] if p % 7 else [0, 1], 0.05)
 
 
 def fail_next(engines: List[Engine]) -> List[Any]:
