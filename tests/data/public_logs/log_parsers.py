@@ -355,3 +355,76 @@ def pips_step(text: str) -> List[Row]:
     return rows_of(r"; step (\d+)/\d+; rtime ([\d.]+); itime ([\d.]+); loss = (\S+)", text,
                    step=lambda m: str(int(m.group(1))), loss=group(4), step_time_s=group(3),
                    data_wait_s=group(2))
+
+
+@parser("pytorch_word_lm")
+def pytorch_word_lm(text: str) -> List[Row]:
+    """PyTorch word_language_model ``| epoch   E |   B/ N batches | lr L | ms/batch T | loss X | ppl P``
+    (B counts within the epoch); step = (E - 1) * N + B; end-of-epoch validation lines skipped."""
+    return rows_of(r"^\| epoch\s+(\d+) \|\s+(\d+)/\s*(\d+) batches \| lr (\S+) \| ms/batch\s+([\d.]+) \| "
+                   r"loss\s+(\S+) \|", text,
+                   step=lambda m: str((int(m.group(1)) - 1) * int(m.group(3)) + int(m.group(2))),
+                   loss=group(6), lr=group(4), step_time_s=group(5, seconds), epoch=group(1))
+
+
+@parser("torchtune_step")
+def torchtune_step(text: str) -> List[Row]:
+    """torchtune console ``Step N | loss:X lr:Y tokens_per_second_per_gpu:Z``."""
+    return rows_of(r"^Step (\d+) \| loss:(\S+) lr:(\S+) tokens_per_second_per_gpu:(\S+)", text,
+                   step=group(1), loss=group(2), lr=group(3), tokens_per_s=group(4))
+
+
+@parser("paddlenlp_trainer")
+def paddlenlp_trainer(text: str) -> List[Row]:
+    """PaddleNLP Trainer ``loss: X, learning_rate: Y, global_step: N, interval_runtime: .., ...,
+    epoch: E`` (interval figures cover the logging interval, not one step: not carried)."""
+    return rows_of(r"loss: (\S+), learning_rate: (\S+), global_step: (\d+), interval_runtime: [^,]+, "
+                   r"interval_samples_per_second: [^,]+, interval_steps_per_second: [^,]+, "
+                   r"epoch: (\S+)$", text,
+                   step=group(3), loss=group(1), lr=group(2), epoch=group(4))
+
+
+@parser("r2c_train_epoch")
+def r2c_train_epoch(text: str) -> List[Row]:
+    """r2c (AllenNLP) epoch summaries ``TRAIN EPOCH  E:`` then a pandas table ``loss  X`` ...
+    ``sec_per_batch  S``; step = E as printed (0-based), step_time_s = sec_per_batch."""
+    return rows_of(r"^TRAIN EPOCH\s+(\d+):\nloss\s+(\S+)\n(?:\w+\s+\S+\n)*?sec_per_batch\s+(\S+)$", text,
+                   step=group(1), loss=group(2), step_time_s=group(3), epoch=group(1))
+
+
+@parser("yolact_iter")
+def yolact_iter(text: str) -> List[Row]:
+    """YOLACT ``[ E]  ITER || B: .. | C: .. | M: .. | S: .. | T: X || ETA: .. || timer: S`` (loss = T, the
+    total; step_time_s = timer) and apex ``Gradient overflow.  Skipping step, ... reducing loss scale to
+    X`` lines (overflow 1, loss_scale X; no iteration printed: step = the last ITER + the running count
+    of overflow lines since it)."""
+    rows: List[Row] = []
+    last, since = 0, 0
+    for line in text.splitlines():
+        m = re.search(r"\[\s*(\d+)\]\s+(\d+) \|\|.*\| T: (\S+) \|\| ETA: [^|]*\|\| timer: ([\d.]+)", line)
+        if m:
+            last, since = int(m.group(2)), 0
+            rows.append({"step": m.group(2), "loss": num(m.group(3)), "step_time_s": m.group(4),
+                         "epoch": m.group(1)})
+            continue
+        m = re.search(r"Gradient overflow\.\s+Skipping step, loss scaler \d+ reducing loss scale "
+                      r"to (\S+)$", line)
+        if m:
+            since += 1
+            rows.append({"step": str(last + since), "loss_scale": num(m.group(1)), "overflow": "1"})
+    return rows
+
+
+@parser("step_colon_loss")
+def step_colon_loss(text: str) -> List[Row]:
+    """``<date> <time> Step:N, loss:X`` (PFNL); other lines (eval, ``Model collapsed with loss=``,
+    which print no step) skipped."""
+    return rows_of(r"Step:(\d+), loss:(\S+)$", text, step=group(1), loss=group(2))
+
+
+@parser("tf_pose_train")
+def tf_pose_train(text: str) -> List[Row]:
+    """tf-pose-estimation ``epoch=E step=N, S examples/sec lr=L, loss=X, ...`` (validation lines
+    skipped; examples/sec not carried)."""
+    return rows_of(r"epoch=(\S+) step=(\d+), \S+ examples/sec lr=([^,\s]+), loss=([^,\s]+),", text,
+                   step=group(2), loss=group(4), lr=group(3), epoch=group(1))

@@ -98,3 +98,32 @@ def epoch_step_loss_is(text: str) -> List[Row]:
     """``epoch: E, step: S, loss is X`` (a hand-written loop, S counts within the run)."""
     return rows_of(r"epoch: (\d+), step: (\d+), loss is (\S+)", text,
                    step=group(2), loss=group(3), epoch=group(1))
+
+
+@parser("modelzoo_yolo_epoch_iter")
+def modelzoo_yolo_epoch_iter(text: str) -> List[Row]:
+    """MindSpore ModelZoo YOLO ``epoch[E], iter[I], loss:X, fps:F imgs/sec, lr:L, per step time: Tms``
+    (I counts within the epoch); step = (E - 1) * N + I, N (steps per epoch, not printed) from the
+    first epoch change: N = I before it + the in-epoch interval between the first two records - I
+    after it; before any epoch change step = I."""
+    found = re.findall(r"epoch\[(\d+)\], iter\[(\d+)\], loss:([^,\s]+), fps:[^,]*, lr:([^,\s]+), "
+                       r"per step time: ([\d.]+)ms", text)
+    per_epoch = 0
+    if len(found) > 1 and found[0][0] == found[1][0]:
+        interval = int(found[1][1]) - int(found[0][1])
+        for (e1, i1, *_), (e2, i2, *_) in zip(found, found[1:]):
+            if e2 != e1:
+                per_epoch = int(i1) + interval - int(i2)
+                break
+    return [{"step": str((int(e) - 1) * per_epoch + int(i)), "loss": num(loss), "lr": num(lr),
+             "step_time_s": seconds(ms), "epoch": e} for e, i, loss, lr, ms in found]
+
+
+@parser("orb_epoch_metrics")
+def orb_epoch_metrics(text: str) -> List[Row]:
+    """MindSpore Orb (MindChemistry) ``Epoch: E/N,`` then `` train_metrics: {..., 'train_time': T, ...,
+    'loss': X}`` (one summary per epoch); step = E as printed (0-based), step_time_s = the epoch's
+    train_time (seconds), loss = the train_metrics loss (val_metrics lines skipped)."""
+    return rows_of(r"Epoch: (\d+)/\d+, \n train_metrics: \{[^}]*'train_time': ([\d.eE+-]+),[^}]*"
+                   r"'loss': ([^,}\s]+)\}", text,
+                   step=group(1), loss=group(3), step_time_s=group(2), epoch=group(1))
