@@ -111,6 +111,8 @@ def _table() -> Dict[str, Function]:
         ("episodes", x_n, _cls(sequences.Episodes, "episodes"), True, "episodes(x, n)"),
         ("abs", (EXPR,), _cls(nodes.Abs, "abs"), False, "abs(x)"),
         ("ln", (EXPR,), _cls(nodes.Ln, "ln"), False, "ln(x)"),
+        ("exp", (EXPR,), _cls(nodes.Exp, "exp"), False, "exp(x)"),
+        ("round", (EXPR,), _cls(nodes.Round, "round"), False, "round(x)"),
         ("coalesce", (EXPR, EXPR), _cls(nodes.Coalesce, "coalesce"), False, "coalesce(a, b, ...)"),
         ("last", (EXPR,), _cls(nodes.Last, "last"), False, "last(x)"),
         ("expected", (IDENT,), _cls(nodes.RunFact, "expected"), False, "expected(NAME)"),

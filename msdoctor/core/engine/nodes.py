@@ -346,6 +346,29 @@ class Ln(Node):
             return np.where(a > 0, np.log(np.where(a > 0, a, 1.0)), np.nan), ma
 
 
+class Exp(Node):
+    """``exp(x)``: e to the x (inf where it overflows), e.g. the number of classes k of a loss ln(k)."""
+
+    name = "exp"
+    rowwise = True
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        (a, ma), = args
+        with np.errstate(over="ignore"):
+            return np.exp(a), ma
+
+
+class Round(Node):
+    """``round(x)``: the nearest integer (halves to even, as numpy), NaN stays NaN."""
+
+    name = "round"
+    rowwise = True
+
+    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
+        (a, ma), = args
+        return np.round(a), ma
+
+
 class Coalesce(Node):
     """``coalesce(a, b, ...)``: at each row the first argument that is not NaN (NaN if none is)."""
 

@@ -29,7 +29,7 @@ EXPRESSIONS = ["first_max(x, 3)", "mean(x, 20)", "sum(x, 20)", "count(x, 20)", "
                "robust_z(x, 100, 10)", "robust_z(x, 200) > 2 and median(x, 200) > 0",
                "repeat_count(x > 3)", "nonfinite(x)", "first_max(x, 50)", "ewma(x, 0.1)",
                "steps_since_change(x > 3)", "spike_period(x, 200)", "spike_period(x, 200, 10)", "episodes(x > 4, 50)",
-               "baseline(x, 10, 40)", "rank_median(x)", "x + step", "ln(x)", "x + running()",
+               "baseline(x, 10, 40)", "rank_median(x)", "x + step", "ln(x)", "round(exp(x / 100))", "x + running()",
                "x + seconds_since_step()", "mean(x, 20) + count(x, 20) - max(x, 20)",
                "sum(x, 12, 6) * min(x, 12, 6) + std(x, 12, 6)", "curve_stall(x + 100, 0.2)",
                "powerlaw_miss(x, 0.2)", "powerlaw_stall(x, 0.2)", "powerlaw_miss(x, 1)",
