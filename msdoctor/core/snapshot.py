@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import numpy as np
 
 from msdoctor.core.goodput import Goodput
+from msdoctor.core.heap import collector_paused
 from msdoctor.core.state import COUNTERS, DEFAULT_CAPACITY, RankState, RunState, Series, Store
 from msdoctor.wire.errors import MsdoctorError
 from msdoctor.wire.files import FILE_MODE, describe, make_dir, open_regular
@@ -301,6 +302,7 @@ def temporary_path(state_dir: Path, pid: int) -> Path:
     return state_dir / f".{FILENAME}.{pid}.tmp"
 
 
+@collector_paused()
 def save(state_dir: os.PathLike | str, run_dir: os.PathLike | str, spool: Dict[str, Any],
          store: Store, consumers: Optional[Mapping[str, Any]] = None) -> Path:
     """Write the snapshot atomically (temp file + fsync + rename); return its path."""
@@ -346,6 +348,7 @@ def save(state_dir: os.PathLike | str, run_dir: os.PathLike | str, spool: Dict[s
     return target
 
 
+@collector_paused()
 def load(state_dir: os.PathLike | str, run_dir: os.PathLike | str,
          capacity: Optional[int] = None) -> Optional[Snapshot]:
     """Read the snapshot, or None when there is none.

@@ -14,6 +14,7 @@ import numpy as np
 from msdoctor.core.engine.context import RankContext, RunContext, pack, unpack
 from msdoctor.core.engine.lifecycle import FIRING, AlertState
 from msdoctor.core.engine.stacked import stack, unstack
+from msdoctor.core.heap import collector_paused
 from msdoctor.core.layers import LayerBook
 
 #: The layout of the engine's state (a different one is ignored: the engine starts fresh).
@@ -23,6 +24,7 @@ FACTS = ("last_step", "last_t", "last_step_t", "first_event_t", "last_event_t", 
          "gone", "heard_t")
 
 
+@collector_paused()
 def state_of(engine: Any) -> Dict[str, Any]:
     """The state of ``engine`` (an :class:`~msdoctor.core.engine.evaluator.Engine`): JSON
     values and numpy arrays (``msdoctor.core.snapshot`` stores the arrays natively)."""
@@ -53,6 +55,7 @@ def state_of(engine: Any) -> Dict[str, Any]:
             "reported": [list(k) for k in engine._reported], "layers": engine.layers.state_dict()}
 
 
+@collector_paused()
 def restore(engine: Any, state: Dict[str, Any]) -> None:
     """Resume ``engine`` from :func:`state_of` (nothing when the layout differs)."""
     if not state or state.get("v") != STATE_VERSION:
