@@ -7,13 +7,14 @@ changed by operator key (an operator of a changed rule starts fresh).
 """
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
 from msdoctor.core.engine.context import RankContext, RunContext, pack, unpack
 from msdoctor.core.engine.lifecycle import FIRING, AlertState
-from msdoctor.core.engine.stacked import stack, unstack
+from msdoctor.core.engine.stacked import stack_ops, unstack
 from msdoctor.core.heap import collector_paused
 from msdoctor.core.layers import LayerBook
 
@@ -32,13 +33,20 @@ def state_of(engine: Any) -> Dict[str, Any]:
     stateful = [i for i, node in enumerate(engine.program.nodes) if node.stateful]
     for name, rc in engine.runs.items():
         ranks = {}
-        plain = []                   # each rank's dict states, saved as columns
-        for rank, ctx in rc.ranks.items():
-            states = ctx.states       # only stateful operators keep anything
-            kept = [(i, states[i]) for i in stateful if states[i]]
-            plain.append([(i, s) for i, s in kept if type(s) is dict])
-            ranks[str(rank)] = {
-                "states": [[i, pack(s)] for i, s in kept if type(s) is not dict],
+        contexts = list(rc.ranks.values())
+        held = [ctx.states for ctx in contexts]
+        ops = []                     # each operator's states on every rank, saved as columns
+        other: List[List[Any]] = [[] for _ in contexts]     # states that are not dicts
+        for i in stateful:
+            column = list(map(itemgetter(i), held))
+            if set(map(type, column)) != {dict}:
+                for r, s in enumerate(column):
+                    if s and type(s) is not dict:
+                        other[r].append([i, pack(s)])
+            ops.append((i, column))
+        for ctx, states in zip(contexts, other):
+            ranks[str(ctx.rank)] = {
+                "states": states,
                 "last": np.array(ctx.last, dtype=np.float64),
                 "alerts": {k: st.to_dict() for k, st in ctx.alerts.items()},
                 "firing": dict(ctx.firing), "firing_since": dict(ctx.firing_since),
@@ -49,7 +57,7 @@ def state_of(engine: Any) -> Dict[str, Any]:
                       "world_size": rc.world_size, "start_rank": rc.start_rank,
                       "latest": {k: {str(r): pack(v) for r, v in d.items()}
                                  for k, d in rc.latest.items()},
-                      "ranks": ranks, "stacked": stack(plain)}
+                      "ranks": ranks, "stacked": stack_ops(ops, len(contexts))}
     return {"v": STATE_VERSION, "keys": engine.program.keys, "runs": runs,
             "transitions": engine.transitions,
             "reported": [list(k) for k in engine._reported], "layers": engine.layers.state_dict()}

@@ -20,7 +20,8 @@ carries equal to an earlier column's are that column's arrays, held once as when
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence, Tuple
+from operator import attrgetter, itemgetter
+from typing import Any, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy as np
 
@@ -31,24 +32,39 @@ _INT_MAX = np.iinfo(np.int64).max
 #: kept equal ones share the arrays again after a restore (others get their own copy).
 CARRIES = frozenset({"s", "v"})
 _INT, _FLOAT = np.dtype(np.int64), np.dtype(np.float64)
+#: one operator's state on each rank (None: that rank keeps none)
+OpColumn = List[Optional[Dict[str, Any]]]
 
 
 def stack(ranks: Sequence[Sequence[Tuple[int, Dict[str, Any]]]]) -> List[Dict[str, Any]]:
     """The ``(operator, state)`` pairs of each rank (a rank's position in ``ranks`` is its
     index) as columns: ``{"op", "key", "at", and "n" + "a" | "f" | "i" | "x"}``."""
-    grouped = _by_operator(ranks)
+    by_op: Dict[int, OpColumn] = {}
+    for r, pairs in enumerate(ranks):
+        for i, state in pairs:
+            column = by_op.get(i)
+            if column is None:
+                column = by_op[i] = [None] * len(ranks)
+            column[r] = state
+    return stack_ops(sorted(by_op.items()), len(ranks))
+
+
+def stack_ops(ops: Sequence[Tuple[int, OpColumn]], count: int) -> List[Dict[str, Any]]:
+    """:func:`stack` of the states of ``count`` ranks given operator by operator (the
+    engine's layout: each rank's states are a list by operator)."""
     columns: List[Dict[str, Any]] = []
-    same: Dict[Tuple[int, ...], int] = {}      # arrays held by several operators: saved once
-    for (i, key), (at, values) in grouped.items():
-        if values and type(values[0]) is np.ndarray:
-            held = tuple(map(id, values)) + tuple(at)
-            first = same.get(held)
-            if first is not None and "a" in columns[first]:
-                columns.append({"op": i, "key": str(key), "at": np.asarray(at, dtype=np.int64),
-                                "like": first})
-                continue
-            same[held] = len(columns)
-        columns.append(_column(i, key, at, values))
+    same: Dict[Tuple[Any, ...], int] = {}      # arrays held by several operators: saved once
+    everyone = np.arange(count, dtype=np.int64)
+    for i, states in ops:
+        for key, at, values in _keys(states, everyone):
+            if values and type(values[0]) is np.ndarray:
+                held = (tuple(map(id, values)), at.tobytes())
+                first = same.get(held)
+                if first is not None and "a" in columns[first]:
+                    columns.append({"op": i, "key": str(key), "at": at, "like": first})
+                    continue
+                same[held] = len(columns)
+            columns.append(_column(i, key, at, values))
     columns = _shared(columns)
     for column in columns:             # a column held by identity may since refer to another
         like = column.get("like")
@@ -57,33 +73,27 @@ def stack(ranks: Sequence[Sequence[Tuple[int, Dict[str, Any]]]]) -> List[Dict[st
     return columns
 
 
-def _by_operator(ranks: Sequence[Sequence[Tuple[int, Dict[str, Any]]]]
-                 ) -> Dict[Tuple[int, str], Tuple[List[int], List[Any]]]:
-    """``(operator, state key) -> (ranks, values)``; ranks that keep the same operators with
-    the same keys (all of them, as a rule) are taken a column at a time."""
-    grouped: Dict[Tuple[int, str], Tuple[List[int], List[Any]]] = {}
-    layout = [(i, tuple(state)) for i, state in ranks[0]] if ranks else []
-    alike = [r for r, states in enumerate(ranks)
-             if len(states) == len(layout) and all(i == j and len(state) == len(keys)
-                                                  for (i, state), (j, keys) in zip(states, layout))
-             and all(tuple(state) == keys for (_, state), (_, keys) in zip(states, layout))]
-    if alike:
-        for k, (i, keys) in enumerate(layout):
-            column = [ranks[r][k][1] for r in alike]
-            for key in keys:
-                grouped[(i, key)] = (list(alike), [st[key] for st in column])
-    done = set(alike)
-    for r, pairs in enumerate(ranks):
-        if r in done:
+def _keys(states: OpColumn, everyone: np.ndarray) -> List[Tuple[str, np.ndarray, List[Any]]]:
+    """One operator's states as ``(key, ranks, values)``: at once when every rank keeps a
+    state with the same keys (as a rule), else key by key."""
+    if states and set(map(type, states)) == {dict}:
+        dicts = cast(List[Dict[str, Any]], states)
+        layouts = list(map(tuple, dicts))
+        first = layouts[0]
+        if first and layouts.count(first) == len(layouts):
+            return [(key, everyone.copy(), list(map(itemgetter(key), dicts))) for key in first]
+    grouped: Dict[str, Tuple[List[int], List[Any]]] = {}
+    for r, state in enumerate(states):
+        if not state or type(state) is not dict:
             continue
-        for op, state in pairs:
-            for key, value in state.items():
-                found = grouped.get((op, key))
-                if found is None:
-                    found = grouped[(op, key)] = ([], [])
-                found[0].append(r)
-                found[1].append(value)
-    return grouped
+        for key, value in state.items():
+            found = grouped.get(key)
+            if found is None:
+                found = grouped[key] = ([], [])
+            found[0].append(r)
+            found[1].append(value)
+    return [(key, np.asarray(at, dtype=np.int64), values)
+            for key, (at, values) in grouped.items()]
 
 
 def _shared(columns: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
@@ -108,19 +118,19 @@ def _shared(columns: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return columns
 
 
-def _column(i: int, key: str, at: List[int], values: List[Any]) -> Dict[str, Any]:
-    out: Dict[str, Any] = {"op": i, "key": str(key), "at": np.asarray(at, dtype=np.int64)}
-    kinds = {type(v) for v in values}
+def _column(i: int, key: str, at: np.ndarray, values: List[Any]) -> Dict[str, Any]:
+    out: Dict[str, Any] = {"op": i, "key": str(key), "at": at}
+    kinds = set(map(type, values))
     if kinds <= {float, np.float64}:
-        out["f"] = np.asarray(values, dtype=np.float64)
-    elif kinds <= {int, np.int64} and all(-_INT_MAX <= v <= _INT_MAX for v in values):
-        out["i"] = np.asarray(values, dtype=np.int64)
-    elif kinds == {np.ndarray} and {v.ndim for v in values} == {1} and all(
-            kind in "iubf" for kind in {v.dtype.kind for v in values}):
-        dtypes = {v.dtype for v in values}
+        out["f"] = np.array(values, dtype=np.float64)
+    elif kinds <= {int, np.int64} and -_INT_MAX <= min(values) and max(values) <= _INT_MAX:
+        out["i"] = np.array(values, dtype=np.int64)
+    elif kinds == {np.ndarray} and set(map(attrgetter("ndim"), values)) == {1} and all(
+            dtype.kind in "iubf" for dtype in set(map(attrgetter("dtype"), values))):
+        dtypes = set(map(attrgetter("dtype"), values))
         packed = values if dtypes in ({_INT}, {_FLOAT}) else [pack(v) for v in values]
-        if len({v.dtype for v in packed}) == 1:
-            out["n"] = np.fromiter((v.shape[0] for v in packed), np.int64, len(packed))
+        if len(set(map(attrgetter("dtype"), packed))) == 1:
+            out["n"] = np.fromiter(map(len, packed), np.int64, len(packed))
             out["a"] = np.concatenate(packed)
         else:
             out["x"] = packed
