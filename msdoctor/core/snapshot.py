@@ -22,12 +22,13 @@ import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
 from msdoctor.core.goodput import Goodput
 from msdoctor.core.heap import collector_paused
+from msdoctor.core.npzparts import Parts, write_npz
 from msdoctor.core.state import COUNTERS, DEFAULT_CAPACITY, RankState, RunState, Series, Store
 from msdoctor.wire.errors import MsdoctorError
 from msdoctor.wire.files import FILE_MODE, describe, make_dir, open_regular
@@ -73,8 +74,14 @@ def fingerprint(path: Path, offset: int) -> str:
 # -- state <-> (JSON, arrays) ------------------------------------------------
 def store_to_dict(store: Store) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
     """The store as a JSON-able document plus the ring buffers as named arrays."""
-    steps: List[np.ndarray] = []
-    values: List[np.ndarray] = []
+    doc, parts = store_parts(store)
+    return doc, {name: member.joined() for name, member in parts.items()}
+
+
+def store_parts(store: Store) -> Tuple[Dict[str, Any], Dict[str, Parts]]:
+    """:func:`store_to_dict` with each flat array given as its parts (not joined)."""
+    steps = Parts(np.dtype(np.int64))
+    values = Parts(np.dtype(np.float64))
     at = 0
     runs = []
     for run in store.runs.values():
@@ -82,8 +89,8 @@ def store_to_dict(store: Store) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
         for rank in run.ranks.values():
             series = {}
             for name, buffer in rank.series.items():
-                steps.append(buffer.steps)
-                values.append(buffer.values)
+                steps.parts.append(buffer.steps)
+                values.parts.append(buffer.values)
                 series[name] = [at, len(buffer)]      # where in the two flat arrays
                 at += len(buffer)
             ranks.append({"rank": rank.rank, "status": rank.status, "last_step": rank.last_step,
@@ -95,10 +102,8 @@ def store_to_dict(store: Store) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
         runs.append({"run": run.run, "world_size": run.world_size, "config": run.config,
                      "expect": run.expect, "goodput": run.goodput.state_dict(),
                      "run_start": [[r, e] for r, e in run.run_start.items()], "ranks": ranks})
-    arrays = {"series_steps": np.concatenate(steps) if steps else np.zeros(0, dtype=np.int64),
-              "series_values": np.concatenate(values) if values else np.zeros(0)}
-    return {"capacity": store.capacity, "runs": runs,
-            "run_limit": store.run_limit.to_json()}, arrays
+    return {"capacity": store.capacity, "runs": runs, "run_limit": store.run_limit.to_json()}, \
+        {"series_steps": steps, "series_values": values}
 
 
 def store_from_dict(doc: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
@@ -175,7 +180,14 @@ def split_arrays(doc: Any) -> Tuple[Any, Dict[str, np.ndarray]]:
     """``doc`` with each numpy array replaced by a reference into one of two flat arrays
     (integers, floats), and those arrays: what the snapshot writes as JSON and as ``.npy``.
     An array of another dtype or of more dimensions is described in the document itself."""
-    parts: Tuple[List[np.ndarray], List[np.ndarray]] = ([], [])     # int, float
+    out, parts = split_parts(doc)
+    return out, {name: member if isinstance(member, np.ndarray) else member.joined()
+                 for name, member in parts.items()}
+
+
+def split_parts(doc: Any) -> Tuple[Any, Dict[str, Union[np.ndarray, Parts]]]:
+    """:func:`split_arrays` with the two flat arrays given as their parts (not joined)."""
+    parts = (Parts(np.dtype(BLOBS["i"][1])), Parts(np.dtype(BLOBS["f"][1])))
     sizes = [0, 0]
     rows: List[Tuple[int, ...]] = []
     kinds: Dict[np.dtype, Tuple[int, Optional[int]]] = {}  # dtype -> (blob, DTYPES index)
@@ -196,7 +208,7 @@ def split_arrays(doc: Any) -> Tuple[Any, Dict[str, np.ndarray]]:
         else:
             rows.append((blob, at, code, len(shape)) + shape + _PAD[len(shape)])
             ref = {ARRAY_TAG: len(rows) - 1}
-        parts[blob].append(value if len(shape) == 1 else value.reshape(-1))
+        parts[blob].parts.append(value)
         sizes[blob] = at + value.size
         return ref
 
@@ -215,8 +227,8 @@ def split_arrays(doc: Any) -> Tuple[Any, Dict[str, np.ndarray]]:
         return value
 
     out = walk(doc)
-    arrays = {BLOBS[b][0]: np.concatenate(part).astype(BLOBS[b][1], copy=False)
-              for b, part in zip("if", parts) if part}
+    arrays: Dict[str, Union[np.ndarray, Parts]] = {
+        BLOBS[b][0]: part for b, part in zip("if", parts) if part.parts}
     if rows:
         arrays[TABLE] = np.array(rows, dtype=np.int64)
     return out, arrays
@@ -316,9 +328,9 @@ def save(state_dir: os.PathLike | str, run_dir: os.PathLike | str, spool: Dict[s
                 prints[rel] = fingerprint(run_dir / rel, offset)
             except OSError:                 # not readable now: this snapshot will not match
                 prints[rel] = ""
-    store_doc, arrays = store_to_dict(store)
-    consumer_doc, consumer_arrays = split_arrays(dict(consumers or {}))
-    arrays.update(consumer_arrays)
+    store_doc, store_arrays = store_parts(store)
+    consumer_doc, arrays = split_parts(dict(consumers or {}))
+    arrays.update(store_arrays)
     meta = {"format": FORMAT, "version": VERSION, "written": time.time(),
             "spool": spool, "fingerprints": prints, "store": store_doc,
             "consumers": consumer_doc}
@@ -330,7 +342,7 @@ def save(state_dir: os.PathLike | str, run_dir: os.PathLike | str, spool: Dict[s
                      FILE_MODE)
         os.fchmod(fd, FILE_MODE)            # whatever the umask
         with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, meta=blob, **arrays)
+            write_npz(fh, {"meta": blob, **arrays})
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
