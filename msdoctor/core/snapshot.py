@@ -26,11 +26,10 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
-from msdoctor.core.goodput import Goodput
 from msdoctor.core.heap import collector_paused
 from msdoctor.core.npzparts import Parts, write_npz
-from msdoctor.core.state import COUNTERS, DEFAULT_CAPACITY, RankState, RunState, Series, Store
-from msdoctor.wire.errors import MsdoctorError
+from msdoctor.core.snapshot_store import SnapshotError, store_from_dict, store_parts
+from msdoctor.core.state import Store
 from msdoctor.wire.files import FILE_MODE, describe, make_dir, open_regular
 from msdoctor.wire.layout import state_dir
 
@@ -40,10 +39,6 @@ VERSION = 2
 READS = (1, 2)
 FILENAME = "snapshot.npz"
 FINGERPRINT_BYTES = 4096
-
-
-class SnapshotError(MsdoctorError):
-    """A snapshot that cannot be used: says which file and why."""
 
 
 @dataclass
@@ -69,95 +64,6 @@ def fingerprint(path: Path, offset: int) -> str:
         fh.seek(start)
         digest.update(fh.read(offset - start))
     return digest.hexdigest()
-
-
-# -- state <-> (JSON, arrays) ------------------------------------------------
-def store_to_dict(store: Store) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
-    """The store as a JSON-able document plus the ring buffers as named arrays."""
-    doc, parts = store_parts(store)
-    return doc, {name: member.joined() for name, member in parts.items()}
-
-
-def store_parts(store: Store) -> Tuple[Dict[str, Any], Dict[str, Parts]]:
-    """:func:`store_to_dict` with each flat array given as its parts (not joined)."""
-    steps = Parts(np.dtype(np.int64))
-    values = Parts(np.dtype(np.float64))
-    at = 0
-    runs = []
-    for run in store.runs.values():
-        ranks = []
-        for rank in run.ranks.values():
-            series = {}
-            for name, buffer in rank.series.items():
-                steps.parts.append(buffer.steps)
-                values.parts.append(buffer.values)
-                series[name] = [at, len(buffer)]      # where in the two flat arrays
-                at += len(buffer)
-            ranks.append({"rank": rank.rank, "status": rank.status, "last_step": rank.last_step,
-                          "t": rank.t, "received": rank.received, "step_t": rank.step_t,
-                          "median_step_s": rank.median_step_s, "latest": rank.latest,
-                          "counters": rank.counters, "run_end": rank.run_end,
-                          "checkpoint": rank.checkpoint, "checkpoints": rank.checkpoints,
-                          "stop": rank.stop, "series": series})
-        runs.append({"run": run.run, "world_size": run.world_size, "config": run.config,
-                     "expect": run.expect, "goodput": run.goodput.state_dict(),
-                     "run_start": [[r, e] for r, e in run.run_start.items()], "ranks": ranks})
-    return {"capacity": store.capacity, "runs": runs, "run_limit": store.run_limit.to_json()}, \
-        {"series_steps": steps, "series_values": values}
-
-
-def store_from_dict(doc: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
-                    capacity: Optional[int] = None) -> Store:
-    """Rebuild a :class:`Store` from :func:`store_to_dict` output."""
-    store = Store(capacity or int(doc.get("capacity", DEFAULT_CAPACITY)))
-    store.run_limit.load(doc.get("run_limit") or {})
-    for entry in doc["runs"]:
-        run = store.runs[entry["run"]] = RunState(entry["run"])
-        run.world_size = entry.get("world_size")
-        run.config = dict(entry.get("config") or {})
-        run.expect = dict(entry.get("expect") or {})
-        run.run_start = {int(r): e for r, e in entry.get("run_start", [])}
-        if isinstance(entry.get("goodput"), dict):
-            run.goodput = Goodput.from_state(entry["goodput"])
-        for item in entry["ranks"]:
-            rank = RankState(int(item["rank"]), capacity=store.capacity)
-            rank.status = str(item["status"])
-            rank.last_step = item.get("last_step")
-            rank.t, rank.received = item.get("t"), item.get("received")
-            rank.step_t = item.get("step_t", rank.t)         # older snapshots: the newest event
-            rank.note_median(item.get("median_step_s"))
-            rank.latest = {str(k): float(v) for k, v in item.get("latest", {}).items()}
-            rank.counters.update({k: int(v) for k, v in item.get("counters", {}).items()
-                                  if k in COUNTERS})
-            rank.run_end, rank.checkpoint = item.get("run_end"), item.get("checkpoint")
-            rank.stop = item.get("stop")
-            saved = item.get("checkpoints")
-            rank.checkpoints = [dict(c) for c in saved if isinstance(c, dict) and "step" in c] \
-                if isinstance(saved, list) else []
-            for name, key in item.get("series", {}).items():
-                steps, values = _series_arrays(arrays, name, key)
-                if steps.dtype.kind != "i" or values.dtype.kind != "f" or steps.shape != values.shape:
-                    raise SnapshotError(f"series {name!r}: expected int steps and float values of "
-                                        f"equal length, got {steps.dtype}{steps.shape} and "
-                                        f"{values.dtype}{values.shape}")
-                rank.series[name] = Series.from_arrays(steps, values, store.capacity)
-            run.ranks[rank.rank] = rank
-    return store
-
-
-def _series_arrays(arrays: Mapping[str, np.ndarray], name: str, key: Any
-                   ) -> Tuple[np.ndarray, np.ndarray]:
-    """A series' saved points: ``[at, length]`` in the flat arrays (or, in earlier
-    snapshots, the name of its own pair of arrays)."""
-    if isinstance(key, str):
-        return arrays[f"{key}_steps"], arrays[f"{key}_values"]
-    steps, values = arrays.get("series_steps"), arrays.get("series_values")
-    if (not isinstance(key, list) or len(key) != 2 or not all(isinstance(k, int) and k >= 0
-                                                               for k in key)
-            or steps is None or values is None or key[0] + key[1] > steps.shape[0]
-            or key[0] + key[1] > values.shape[0]):
-        raise SnapshotError(f"series {name!r}: {key!r} does not fit the saved arrays")
-    return steps[key[0]:key[0] + key[1]], values[key[0]:key[0] + key[1]]
 
 
 # -- consumer states: JSON values and numpy arrays ------------------------------

@@ -212,6 +212,24 @@ class Series:
         series.extend(steps, values)
         return series
 
+    @classmethod
+    def restored(cls, steps: Optional[np.ndarray], values: np.ndarray, s0: int, stride: int,
+                 capacity: int = DEFAULT_CAPACITY) -> "Series":
+        """What :meth:`from_arrays` makes of at most ``capacity`` points whose steps rise
+        (unchecked): ``steps`` None when they are ``s0 + stride * i``."""
+        series = cls(capacity)
+        n, first = values.shape[0], series._values.shape[0]
+        if n > first:
+            series._values = np.empty(min(max(2 * first, n), series._room()), dtype=np.float64)
+        series._values[:n] = values
+        if steps is None:
+            series._s0, series._stride = s0, stride
+        else:
+            series._steps = np.empty(series._values.shape[0], dtype=np.int64)
+            series._steps[:n] = steps
+        series._hi = n
+        return series
+
 
 def count_repeats(steps: np.ndarray, last: Optional[int]) -> int:
     """How many of ``steps`` do not exceed every step before them (and ``last``)."""

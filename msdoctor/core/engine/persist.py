@@ -14,7 +14,7 @@ import numpy as np
 
 from msdoctor.core.engine.context import RankContext, RunContext, pack, unpack
 from msdoctor.core.engine.lifecycle import FIRING, AlertState
-from msdoctor.core.engine.stacked import stack_ops, unstack
+from msdoctor.core.engine.stacked import OpColumn, stack_ops, unstack_ops
 from msdoctor.core.heap import collector_paused
 from msdoctor.core.layers import LayerBook
 
@@ -78,10 +78,9 @@ def restore(engine: Any, state: Dict[str, Any]) -> None:
                      for k, d in saved.get("latest", {}).items()}
         engine.runs[name] = rc
         saved_ranks = saved.get("ranks", {})
-        stacked = unstack(saved.get("stacked") or [], len(saved_ranks))
-        for (rank_s, rs), columns in zip(saved_ranks.items(), stacked):
-            ctx = engine.rank_context(name, int(rank_s))
-            _operators(ctx, engine.program.keys, saved_keys, rs, columns)
+        ops = unstack_ops(saved.get("stacked") or [], len(saved_ranks))
+        contexts = _contexts(engine, rc, saved_ranks, saved_keys, ops)
+        for ctx, rs in zip(contexts, saved_ranks.values()):
             ctx.alerts = {k: AlertState.from_dict(d) for k, d in rs.get("alerts", {}).items()}
             firing = rs.get("firing")
             ctx.firing = (dict(firing) if isinstance(firing, dict) else
@@ -97,6 +96,47 @@ def restore(engine: Any, state: Dict[str, Any]) -> None:
     engine._reported = {tuple(k) for k in state.get("reported", [])}
     engine.layers = LayerBook()
     engine.layers.load_state_dict(state.get("layers") or {})
+
+
+def _contexts(engine: Any, rc: RunContext, saved_ranks: Dict[str, Any], saved_keys: Any,
+              ops: Dict[int, OpColumn]) -> List[RankContext]:
+    """The run's rank contexts with their operator states and last values. Ranks saved by
+    the operators the engine has now take their states operator by operator; the others
+    (changed rules, an odd entry) rank by rank through :func:`_operators`."""
+    program = engine.program
+    keys, nodes = program.keys, program.nodes
+    fresh = program.new_states()        # which operators start from more than an empty dict
+    refill = [i for i, s in enumerate(fresh) if not (type(s) is dict and not s)]
+    if saved_keys == keys and any(not 0 <= i < len(nodes) for i in ops):
+        raise ValueError(f"operator states saved for operators {sorted(ops)[-1]!r} and below "
+                         f"do not fit the {len(nodes)} operators")
+    contexts, direct = [], []
+    for pos, (rank_s, rs) in enumerate(saved_ranks.items()):
+        own, last = rs.get("states", {}), rs.get("last", {})
+        if not (saved_keys == keys and isinstance(own, list) and isinstance(last, np.ndarray)
+                and last.shape == (len(keys),)):
+            ctx = engine.rank_context(rc.run, int(rank_s))
+            _operators(ctx, keys, saved_keys, rs, [[i, states[pos]] for i, states in
+                                                   sorted(ops.items())
+                                                   if states[pos] is not None])
+            contexts.append(ctx)
+            continue
+        states: List[Dict[str, Any]] = [{} for _ in nodes]
+        for i in refill:
+            column = ops.get(i)
+            if column is None or column[pos] is None:
+                states[i] = nodes[i].new_state()
+        for i, packed in own:
+            states[i] = unpack(packed)
+        ctx = rc.ranks[int(rank_s)] = RankContext(rc, int(rank_s), states, last.tolist())
+        contexts.append(ctx)
+        direct.append((pos, states))
+    for i, column in ops.items():          # the columns' states, one operator at a time
+        for pos, states in direct:
+            state = column[pos]
+            if state is not None:
+                states[i] = state
+    return contexts
 
 
 def _operators(ctx: RankContext, keys: List[str], saved_keys: Any, saved: Dict[str, Any],

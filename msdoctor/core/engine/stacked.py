@@ -142,7 +142,16 @@ def _column(i: int, key: str, at: np.ndarray, values: List[Any]) -> Dict[str, An
 def unstack(columns: Any, count: int) -> List[List[List[Any]]]:
     """Each of ``count`` ranks' ``[[i, state], ...]`` from :func:`stack`'s columns; a column
     that does not fit (a damaged snapshot) raises ``ValueError``."""
-    states: List[Dict[int, Dict[str, Any]]] = [{} for _ in range(count)]
+    ops = unstack_ops(columns, count)
+    order = sorted(ops.items())
+    return [[[i, states[r]] for i, states in order if states[r] is not None]
+            for r in range(count)]
+
+
+def unstack_ops(columns: Any, count: int) -> Dict[int, OpColumn]:
+    """:func:`unstack` operator by operator: each operator's state on each rank (None where
+    a rank keeps none), the layout the engine holds them in."""
+    found: Dict[int, List[Tuple[str, np.ndarray, Sequence[Any]]]] = {}
     split: Dict[int, Tuple[np.ndarray, Sequence[Any]]] = {}    # column -> (ranks, arrays)
     for index, column in enumerate(columns):
         i, key, at = column["op"], column["key"], np.asarray(column["at"], dtype=np.int64)
@@ -156,8 +165,7 @@ def unstack(columns: Any, count: int) -> List[List[List[Any]]]:
                                  f"which holds no arrays")
             held = split.get(like)
             if key in CARRIES and held is not None and np.array_equal(held[0], at):
-                for r, value in zip(at.tolist(), held[1]):     # the same arrays, as when saved
-                    states[r].setdefault(i, {})[key] = value
+                found.setdefault(i, []).append((key, at, held[1]))   # the same arrays, as saved
                 continue
             column = dict(columns[like], at=at, a=np.array(columns[like]["a"]))   # its own
         if "a" in column:
@@ -171,9 +179,24 @@ def unstack(columns: Any, count: int) -> List[List[List[Any]]]:
         if len(values) != at.shape[0]:
             raise ValueError(f"operator state column {i}/{key}: {len(values)} values for "
                              f"{at.shape[0]} ranks")
-        for r, value in zip(at.tolist(), values):
-            states[r].setdefault(i, {})[key] = value
-    return [[[i, state] for i, state in sorted(rank.items())] for rank in states]
+        found.setdefault(i, []).append((key, at, values))
+    everyone = np.arange(count, dtype=np.int64)
+    ops: Dict[int, OpColumn] = {}
+    for i, keys in found.items():
+        whole = [at.shape[0] == count and np.array_equal(at, everyone) for _, at, _ in keys]
+        states: List[Any] = [{} for _ in range(count)] if any(whole) else [None] * count
+        for (key, at, values), every in zip(keys, whole):
+            if every:
+                for state, value in zip(states, values):
+                    state[key] = value
+                continue
+            for r, value in zip(at.tolist(), values):
+                state = states[r]
+                if state is None:
+                    state = states[r] = {}
+                state[key] = value
+        ops[i] = states
+    return ops
 
 
 def _split(flat: np.ndarray, lengths: np.ndarray, count: int) -> List[np.ndarray]:
