@@ -228,11 +228,14 @@ class Runs:
     }
     #: runs of several ranks at once (one process each): per-rank options
     RANKS = {
-        # rank 1's loader sleeps 100 ms a batch, at least 2x its compute: a straggler from step 1.
+        # rank 1's loader sleeps 200 ms a batch, at least 2x its compute: a straggler from step 1.
+        # (100 ms failed once in CI at a load of ~5, with several benchmarks sharing the 2 cores:
+        # rank 0's compute grew to ~the floor while rank 1 slept, so its median fell below
+        # StragglerRank's 1.15x for a moment and the 200-step 'for' restarted too late.)
         # Rank 0 trains until rank 1 has ended (``UNTIL_LAST``; 4000 steps only bound it): each
         # step of rank 1 is judged against rank 0's step time on the machine's load of that
         # moment, not against the last one rank 0 had before it ended, ~2x earlier
-        "two-ranks": (("--steps", "4000"), ("--steps", "280", "--inject", "slow-data@100")),
+        "two-ranks": (("--steps", "4000"), ("--steps", "280", "--inject", "slow-data@200")),
         # MindFormers' output/log tree of two ranks, rank 1 with a NaN
         "mf-two-ranks": (("--steps", "40"), ("--steps", "40", "--inject", "nan@30")),
     }
