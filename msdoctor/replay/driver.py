@@ -8,14 +8,13 @@ the input facts (``format``, ``inputs``, ``lines``, ``parse_errors``, ``notes``,
 """
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from msdoctor.core.clock import RecordClock
+from msdoctor.core.heap import collector_paused
 from msdoctor.core.pipeline import Item, Pipeline
 from msdoctor.core.recovery import Ledger
 from msdoctor.core.runstats import RunStats
@@ -139,7 +138,7 @@ def evaluate(items: Iterable[Item], rules: Any, observe: Optional[Callable[[Item
     ledger = Ledger()
     started = time.perf_counter()
     events = steps = 0
-    with _no_gc():
+    with collector_paused():   # no cycles are made: collecting short-lived dicts is waste
         for item in items:
             run, rank, others, batch = item
             events += len(others)
@@ -182,7 +181,7 @@ def evaluate_spool(run_dir: Path, rules: Any, observe: Optional[Callable[[Item],
         if observe is not None:
             observe((chunk.run, chunk.rank, list(chunk.others), chunk.steps))
 
-    with _no_gc():
+    with collector_paused():   # no cycles are made: collecting short-lived dicts is waste
         if jobs > 1:
             from msdoctor.replay.parallel import parallel_chunks
 
@@ -199,18 +198,6 @@ def evaluate_spool(run_dir: Path, rules: Any, observe: Optional[Callable[[Item],
                                seen_ranks)
     return result, errors
 
-
-@contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
-    """No reference cycles are made while replaying: collecting the many short-lived dicts
-    is waste."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def result_of(pipeline: Pipeline, rules: Any, events: int, steps: int, stats: RunStats,

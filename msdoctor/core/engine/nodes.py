@@ -325,48 +325,57 @@ class Not(Node):
         return self.children[0].value_node()
 
 
-class Abs(Node):
+class Elementwise(Node):
+    """A function of one argument applied row by row (``abs``, ``ln``, ``exp``, ``round``)."""
+
     rowwise = True
-    name = "abs"
+
+    @staticmethod
+    def apply(a: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
         (a, ma), = args
-        return np.abs(a), ma
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return self.apply(a), ma
 
 
-class Ln(Node):
+class Abs(Elementwise):
+    name = "abs"
+
+    @staticmethod
+    def apply(a: np.ndarray) -> np.ndarray:
+        return np.abs(a)
+
+
+class Ln(Elementwise):
     """``ln(x)``: the natural logarithm, NaN where x <= 0."""
 
     name = "ln"
-    rowwise = True
 
-    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        (a, ma), = args
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(a > 0, np.log(np.where(a > 0, a, 1.0)), np.nan), ma
+    @staticmethod
+    def apply(a: np.ndarray) -> np.ndarray:
+        return np.where(a > 0, np.log(np.where(a > 0, a, 1.0)), np.nan)
 
 
-class Exp(Node):
+class Exp(Elementwise):
     """``exp(x)``: e to the x (inf where it overflows), e.g. the number of classes k of a loss ln(k)."""
 
     name = "exp"
-    rowwise = True
 
-    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        (a, ma), = args
-        with np.errstate(over="ignore"):
-            return np.exp(a), ma
+    @staticmethod
+    def apply(a: np.ndarray) -> np.ndarray:
+        return np.exp(a)
 
 
-class Round(Node):
+class Round(Elementwise):
     """``round(x)``: the nearest integer (halves to even, as numpy), NaN stays NaN."""
 
     name = "round"
-    rowwise = True
 
-    def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        (a, ma), = args
-        return np.round(a), ma
+    @staticmethod
+    def apply(a: np.ndarray) -> np.ndarray:
+        return np.round(a)
 
 
 class Coalesce(Node):

@@ -21,7 +21,7 @@ from msdoctor.core.engine.nodes import Const, Frame, Node, Out
 
 #: Stateless operators: over per-run facts only, a tick can evaluate them afresh.
 _ELEMENTWISE = (nodes.BinOp, nodes.Pow, nodes.Neg, nodes.Compare, nodes.And, nodes.Or, nodes.Not,
-                nodes.Abs, nodes.Ln, nodes.Exp, nodes.Round, nodes.Coalesce)
+                nodes.Elementwise, nodes.Coalesce)
 
 
 @dataclass

@@ -127,3 +127,13 @@ def orb_epoch_metrics(text: str) -> List[Row]:
     return rows_of(r"Epoch: (\d+)/\d+, \n train_metrics: \{[^}]*'train_time': ([\d.eE+-]+),[^}]*"
                    r"'loss': ([^,}\s]+)\}", text,
                    step=group(1), loss=group(3), step_time_s=group(2), epoch=group(1))
+
+
+@parser("mindcv_epoch")
+def mindcv_epoch(text: str) -> List[Row]:
+    """MindCV ``mindcv.utils.callbacks INFO - Epoch: [E/N], batch: [B/B], loss: X, lr: L, time: Ts`` (one
+    line per epoch: the loss of the epoch's last batch, the epoch's train time); step = E, step_time_s = T
+    (seconds per epoch); validation lines skipped."""
+    return rows_of(r"Epoch: \[(\d+)/\d+\], batch: \[\d+/\d+\], loss: ([^,\s]+), lr: ([^,\s]+), "
+                   r"time: ([\d.]+)s", text,
+                   step=group(1), loss=group(2), lr=group(3), step_time_s=group(4), epoch=group(1))
