@@ -59,6 +59,31 @@ def carry_key(child: str, group: Group) -> Tuple[Hashable, ...]:
     return ("carry", child, group)
 
 
+def last_gathers(nodes: List[Node]) -> List[List[str]]:
+    """Per operator, the arguments whose carry group no later operator gathers or takes
+    (it is the group's last window operator)."""
+    last: Dict[str, int] = {}
+    for i, node in enumerate(nodes):
+        spec = getattr(node, "carry_spec", None)
+        if spec is not None:
+            last[spec()[0]] = i
+    out: List[List[str]] = [[] for _ in nodes]
+    for child, i in last.items():
+        out[i].append(child)
+    return out
+
+
+def forget(memo: Dict[Any, Any], child: str, group: Group) -> None:
+    """Free a carry group's gather (and the cumulative sums over it) once its last operator
+    has run: it holds the carries before the batch and every point gathered, as long again
+    as what the group keeps, until the frame ends."""
+    entry = memo.pop(carry_key(child, group), None)
+    if entry is not None:
+        sums = memo.get(("sums", id(entry[2])))
+        if sums is not None and sums.get("V") is entry[2]:
+            del memo[("sums", id(entry[2]))]
+
+
 def shared_gather(frame: Frame, key: Hashable, states: List[State]) -> Optional[Any]:
     """``(S, V, hi, ...)`` of an earlier operator whose carries are ``states``' (one state per
     rank of the frame; for many ranks ``(K, V, hi, start, owners)``, for one ``(S, V, hi,

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 import numpy as np
 
 from msdoctor.core.engine import nodes
-from msdoctor.core.engine.carries import KEEPS, Group, join_group
+from msdoctor.core.engine.carries import KEEPS, Group, forget, join_group, last_gathers
 from msdoctor.core.engine.meandelta import fused
 from msdoctor.core.engine.model import Rule
 from msdoctor.core.engine.nodes import Const, Frame, Node, Out
@@ -53,6 +53,7 @@ class Program:
         self.held: Dict[Any, Any] = {}
         self.roots: Set[int] = set()         # outputs read after an evaluation
         self._release: Optional[List[List[int]]] = None
+        self._forget: List[List[str]] = []
         #: the ranks' state lists of the last many-rank evaluation, and per operator its
         #: states of those ranks (:meth:`_states_of`)
         self._columns: Tuple[List[List[Dict[str, Any]]], Dict[int, List[Dict[str, Any]]]] = \
@@ -118,12 +119,13 @@ class Program:
                 if a not in self.roots:
                     release[i].append(a)
             self._release = release
+            self._forget = last_gathers(self.nodes)
         return self._release
 
     def _done(self, i: int, outs: List[Optional[Out]], lasts: Optional[Dict[int, np.ndarray]],
-              rows: Optional[np.ndarray]) -> None:
-        """After operator i: its values at ``rows`` into ``lasts``, and the outputs read for
-        the last time freed (only when the caller takes ``lasts``)."""
+              rows: Optional[np.ndarray], frame: Frame) -> None:
+        """After operator i: its values at ``rows`` into ``lasts``, and the outputs and
+        carry gathers read for the last time freed (only when the caller takes ``lasts``)."""
         if lasts is None:
             return
         out = outs[i]
@@ -131,6 +133,8 @@ class Program:
             lasts[i] = out[0][rows]
         for a in self.release_after()[i]:
             outs[a] = None
+        for child in self._forget[i]:
+            forget(frame.memo, child, self.keeps[child])
 
     def initial_values(self) -> List[float]:
         """Per operator value before any batch: constants known, everything else NaN."""
@@ -151,7 +155,7 @@ class Program:
             for i, node in enumerate(self.nodes):
                 args = [outs[a] for a in self.args[i]]
                 if any(a is None for a in args):
-                    self._done(i, outs, lasts, rows)
+                    self._done(i, outs, lasts, rows, frame)
                     continue
                 try:
                     outs[i] = node.evaluate(frame, args, states[i])  # type: ignore[arg-type]
@@ -159,7 +163,7 @@ class Program:
                     failed[i] = f"{type(exc).__name__}: {exc}"
                     states[i] = node.new_state()
                     self._columns = ([], {})           # a rank's state replaced
-                self._done(i, outs, lasts, rows)
+                self._done(i, outs, lasts, rows, frame)
         return outs
 
     def evaluate_ranks(self, frame: Frame, states: List[List[Dict[str, Any]]],
@@ -179,7 +183,7 @@ class Program:
             for i, node in enumerate(self.nodes):
                 args = [outs[a] for a in self.args[i]]
                 if any(a is None for a in args):
-                    self._done(i, outs, lasts, rows)
+                    self._done(i, outs, lasts, rows, frame)
                     continue
                 try:
                     outs[i] = self._evaluate_one(node, frame, args, states, i, per_rank, columns)
@@ -188,7 +192,7 @@ class Program:
                     for s in states:
                         s[i] = node.new_state()
                     columns.pop(i, None)
-                self._done(i, outs, lasts, rows)
+                self._done(i, outs, lasts, rows, frame)
         return outs
 
     def _states_of(self, states: List[List[Dict[str, Any]]]) -> Dict[int, List[Dict[str, Any]]]:

@@ -191,11 +191,14 @@ def keep_segments(states: List[Dict[str, Any]], K: np.ndarray, V: np.ndarray, fr
     bounds = np.zeros(sizes.shape[0] + 1, dtype=np.int64)
     np.cumsum(sizes, out=bounds[1:])
     if int(bounds[-1]) == K.shape[0]:
-        kept_k, kept_v = K, V
+        kept_v = V
+        steps = K - np.repeat(segs.offset, sizes)
     else:
-        at = np.arange(int(bounds[-1])) + np.repeat(cut - bounds[:-1], sizes)
-        kept_k, kept_v = K[at], V[at]
-    steps = kept_k - np.repeat(segs.offset, sizes)
+        at = np.arange(int(bounds[-1]))
+        at += np.repeat(cut - bounds[:-1], sizes)
+        steps, kept_v = K[at], V[at]
+        del at                                  # a poll holds all ranks' carries: one less
+        steps -= np.repeat(segs.offset, sizes)
     b = bounds.tolist()
     views = []
     for r, st in enumerate(states):
