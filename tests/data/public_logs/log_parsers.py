@@ -7,7 +7,7 @@ import json
 import re
 from typing import Dict, List
 
-from log_parsing import Row, add_present, group, num, parser, rows_of, seconds
+from log_parsing import Row, add_present, fairseq_rows, group, num, parser, rows_of, seconds
 
 OLMO_COLUMNS = {"grad_norm": "optim/total_grad_norm", "tokens_per_s": "throughput/device/tokens_per_second"}
 HF_COLUMNS = {"grad_norm": "grad_norm", "lr": "learning_rate", "epoch": "epoch"}
@@ -319,25 +319,9 @@ def deepspeed_overflow_tqdm(text: str) -> List[Row]:
 @parser("fairseq_epoch")
 def fairseq_epoch(text: str) -> List[Row]:
     """Legacy fairseq epoch summaries ``| epoch NNN | loss X | ... | num_updates N | lr L | gnorm G
-    | ... | loss_scale S | ...`` (step = num_updates; validation lines skipped) and ``| WARNING:
-    overflow detected, setting loss scale to: X`` lines (overflow 1, loss_scale X; they print no
-    update count: step = the last num_updates + the running count of overflow lines since it)."""
-    rows: List[Row] = []
-    last, since = 0, 0
-    for line in text.splitlines():
-        m = re.match(r"\| epoch (\d+) \| loss (\S+) \|.*\| num_updates (\d+) \| lr (\S+) \| gnorm (\S+) \|"
-                     r".*\| loss_scale (\S+) \|", line)
-        if m:
-            last, since = int(m.group(3)), 0
-            rows.append({"step": m.group(3), "loss": num(m.group(2)), "grad_norm": num(m.group(5)),
-                         "lr": num(m.group(4)), "loss_scale": num(m.group(6)),
-                         "epoch": m.group(1)})
-            continue
-        m = re.match(r"\| WARNING: overflow detected, setting loss scale to: (\S+)", line)
-        if m:
-            since += 1
-            rows.append({"step": str(last + since), "loss_scale": num(m.group(1)), "overflow": "1"})
-    return rows
+    | ... | loss_scale S | ...`` (validation lines skipped) and its overflow lines (``fairseq_rows``)."""
+    return fairseq_rows(text, r"\| epoch (\d+) \| loss (\S+) \|.*\| num_updates (\d+) \| lr (\S+) \| "
+                              r"gnorm (\S+) \|.*\| loss_scale (\S+) \|")
 
 
 @parser("epoch_time_lr_train_loss")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import List
 
-from log_parsing import Row, group, num, parser, rows_of
+from log_parsing import Row, fairseq_rows, group, num, parser, rows_of
 
 SWIFT_COLUMNS = {"loss": "loss", "grad_norm": "grad_norm", "lr": "learning_rate", "epoch": "epoch"}
 
@@ -66,21 +66,7 @@ def modded_nanogpt_step(text: str) -> List[Row]:
 @parser("fairseq_progress")
 def fairseq_progress(text: str) -> List[Row]:
     """Legacy fairseq progress lines ``| epoch 001:   I / N loss=X, ..., num_updates=U, lr=L, gnorm=G, ...,
-    loss_scale=S, ...`` (step = num_updates; X is fairseq's running mean since the epoch start) and ``| WARNING:
-    overflow detected, setting loss scale to: X`` lines (overflow 1, loss_scale X; they print no update count:
-    step = the last num_updates + the running count of overflow lines since it)."""
-    rows: List[Row] = []
-    last, since = 0, 0
-    for line in text.splitlines():
-        m = re.match(r"\| epoch (\d+):\s+\d+ / \d+ loss=([^,\s]+),.* num_updates=(\d+), lr=([^,\s]+), "
-                     r"gnorm=([^,\s]+),.* loss_scale=([^,\s]+),", line)
-        if m:
-            last, since = int(m.group(3)), 0
-            rows.append({"step": m.group(3), "loss": num(m.group(2)), "grad_norm": num(m.group(5)),
-                         "lr": num(m.group(4)), "loss_scale": num(m.group(6)), "epoch": m.group(1)})
-            continue
-        m = re.match(r"\| WARNING: overflow detected, setting loss scale to: (\S+)", line)
-        if m:
-            since += 1
-            rows.append({"step": str(last + since), "loss_scale": num(m.group(1)), "overflow": "1"})
-    return rows
+    loss_scale=S, ...`` (X is fairseq's running mean since the epoch start) and its overflow lines
+    (``fairseq_rows``)."""
+    return fairseq_rows(text, r"\| epoch (\d+):\s+\d+ / \d+ loss=([^,\s]+),.* num_updates=(\d+), "
+                              r"lr=([^,\s]+), gnorm=([^,\s]+),.* loss_scale=([^,\s]+),")

@@ -68,3 +68,24 @@ def add_present(row: Row, columns: Dict[str, str], values: Dict[str, str]) -> Ro
 
 def group(i: int, convert: Callable[[str], str] = num) -> Callable[[re.Match], Optional[str]]:
     return lambda m: None if m.group(i) is None else convert(m.group(i))
+
+
+def fairseq_rows(text: str, record: str) -> List[Row]:
+    """Legacy fairseq lines: ``record`` (a regex with groups epoch, loss, num_updates, lr, gnorm,
+    loss_scale) gives a step record (step = num_updates), and ``| WARNING: overflow detected, setting
+    loss scale to: X`` lines give overflow 1, loss_scale X; they print no update count: step = the last
+    num_updates + the running count of overflow lines since it."""
+    rows: List[Row] = []
+    last, since = 0, 0
+    for line in text.splitlines():
+        m = re.match(record, line)
+        if m:
+            last, since = int(m.group(3)), 0
+            rows.append({"step": m.group(3), "loss": num(m.group(2)), "grad_norm": num(m.group(5)),
+                         "lr": num(m.group(4)), "loss_scale": num(m.group(6)), "epoch": m.group(1)})
+            continue
+        m = re.match(r"\| WARNING: overflow detected, setting loss scale to: (\S+)", line)
+        if m:
+            since += 1
+            rows.append({"step": str(last + since), "loss_scale": num(m.group(1)), "overflow": "1"})
+    return rows
