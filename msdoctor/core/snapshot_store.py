@@ -22,15 +22,9 @@ class SnapshotError(MsdoctorError):
     """A snapshot that cannot be used: says which file and why."""
 
 
-
-def store_to_dict(store: Store) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
-    """The store as a JSON-able document plus the ring buffers as named arrays."""
-    doc, parts = store_parts(store)
-    return doc, {name: member.joined() for name, member in parts.items()}
-
-
 def store_parts(store: Store) -> Tuple[Dict[str, Any], Dict[str, Parts]]:
-    """:func:`store_to_dict` with each flat array given as its parts (not joined)."""
+    """The store as a JSON-able document plus the ring buffers as two flat arrays, each given
+    as its parts (written without being joined)."""
     steps = Parts(np.dtype(np.int64))
     values = Parts(np.dtype(np.float64))
     at = 0
@@ -59,7 +53,7 @@ def store_parts(store: Store) -> Tuple[Dict[str, Any], Dict[str, Parts]]:
 
 def store_from_dict(doc: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
                     capacity: Optional[int] = None) -> Store:
-    """Rebuild a :class:`Store` from :func:`store_to_dict` output."""
+    """Rebuild a :class:`Store` from :func:`store_parts` output (its parts joined, as read back)."""
     store = Store(capacity or int(doc.get("capacity", DEFAULT_CAPACITY)))
     store.run_limit.load(doc.get("run_limit") or {})
     wanted: List[Tuple[RankState, str, Any]] = []      # (rank, series name, where it is saved)

@@ -326,7 +326,9 @@ class Not(Node):
 
 
 class Elementwise(Node):
-    """A function of one argument applied row by row (``abs``, ``ln``, ``exp``, ``round``)."""
+    """A function of one argument applied row by row (``abs``, ``ln``, ``exp``, ``round``);
+    floating-point warnings are off for every operator (``Program`` evaluates under
+    ``np.errstate(all="ignore")``)."""
 
     rowwise = True
 
@@ -336,8 +338,7 @@ class Elementwise(Node):
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
         (a, ma), = args
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            return self.apply(a), ma
+        return self.apply(a), ma
 
 
 class Abs(Elementwise):

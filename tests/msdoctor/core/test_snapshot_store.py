@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from msdoctor.core.snapshot_store import SnapshotError, store_from_dict, store_to_dict
+from msdoctor.core.snapshot_store import SnapshotError, store_from_dict, store_parts
 from msdoctor.core.state import RankState, RunState, Series, Store
 
 CASES = {
@@ -24,7 +24,8 @@ def saved_store() -> tuple:
     rank = run.ranks[0] = RankState(0, capacity=100)
     for name, (steps, _) in CASES.items():
         rank.series[name] = Series.from_arrays(steps, steps * 0.5, 100)
-    doc, arrays = store_to_dict(store)
+    doc, parts = store_parts(store)
+    arrays = {name: member.joined() for name, member in parts.items()}   # as read back
     at = sum(len(s) for s in rank.series.values())
     for name in ("long", "falls", "flat"):                # as written, not as a store holds
         steps = CASES[name][0]
