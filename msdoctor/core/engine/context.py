@@ -38,6 +38,8 @@ class RankContext:
     last_step: Optional[int] = None
     last_t: Optional[float] = None                    # t of the newest step row
     last_step_t: Optional[float] = None
+    #: step rows evaluated (an upper bound of the points its window operators carry)
+    rows: int = 0
     first_event_t: Optional[float] = None
     last_event_t: Optional[float] = None
     running: bool = True

@@ -42,6 +42,11 @@ ValuesAt = Callable[[CompiledRule], Tuple[float, Dict[str, float]]]
 #: over the group's rows are held at once (~5 KB a row with the shipped rules).
 MANY_ROWS = 4096
 GROUP_ROWS = 8192
+#: ... and once its ranks' new rows plus the rows they have carried (each rank's rows so
+#: far, an upper bound of the points its window operators keep) reach GROUP_CARRIED: the
+#: evaluation gathers every carry of the group with the new rows, so a poll of 1024 ranks
+#: x 1 new step at 10k steps each would otherwise hold all of them twice at once.
+GROUP_CARRIED = 1 << 21
 
 
 class Engine:
@@ -137,13 +142,15 @@ class Engine:
             ends.clear()
             pending.clear()
 
-        rows = 0
+        rows = carried = 0
         for run, rank, events, steps in items:
             ctx = self.runs[run].ranks.get(rank) if run in self.runs else None
+            more = 0 if steps is None else len(steps)
+            held = more + (ctx.rows if ctx is not None else 0)
             if ctx is not None and id(ctx) in pending or steps is not None \
-                    and rows + len(steps) > GROUP_ROWS:
+                    and (rows + more > GROUP_ROWS or ctxs and carried + held > GROUP_CARRIED):
                 flush()                                 # a rank's batches stay in order
-                rows = 0
+                rows = carried = 0
             if ctx is None and steps is not None and 0 < len(steps) <= MANY_ROWS:
                 ctx = self.rank_context(run, rank)      # a new rank joins the others
             if ctx is None or steps is None or len(steps) > MANY_ROWS or not joinable(ctx, steps):
@@ -155,6 +162,7 @@ class Engine:
             ctxs.append(ctx)
             batches.append(steps)
             rows += len(steps)
+            carried += held
         flush()
         return out
 
@@ -250,6 +258,7 @@ class Engine:
             ctx.last_step = int(steps[b - 1])
         ctx.last_t = ctx.last_step_t = float(t[-1])
         ctx.note_time(float(t[-1]))
+        ctx.rows += len(batch)
         self.rows += len(batch)
         return out
 

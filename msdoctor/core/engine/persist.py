@@ -22,7 +22,7 @@ from msdoctor.core.layers import LayerBook
 STATE_VERSION = 1
 #: Per-rank facts saved as they are.
 FACTS = ("last_step", "last_t", "last_step_t", "first_event_t", "last_event_t", "running",
-         "gone", "heard_t")
+         "gone", "heard_t", "rows")
 
 
 @collector_paused()

@@ -85,6 +85,7 @@ def evaluate_ranks(engine: Any, ctxs: Sequence[RankContext],
         ctx.last_step = int(last.steps[-1])
         ctx.last_t = ctx.last_step_t = float(last.t[-1])
         ctx.note_time(float(last.t[-1]))
+        ctx.rows += last.n
         engine.rows += last.n
     return out
 

@@ -203,11 +203,15 @@ def _compare_rank_median(expr, steps, values, plan, got) -> None:
             pos[r] += k
 
 
-@pytest.mark.parametrize("first, group_rows", [(40, evaluator.GROUP_ROWS), (1500, 4000)],
-                         ids=["live poll", "first read of a backlog, in groups"])
+@pytest.mark.parametrize("first, group_rows, carried",
+                         [(40, evaluator.GROUP_ROWS, evaluator.GROUP_CARRIED),
+                          (1500, 4000, evaluator.GROUP_CARRIED), (40, evaluator.GROUP_ROWS, 500)],
+                         ids=["live poll", "first read of a backlog, in groups",
+                              "live poll, in groups by the rows the ranks carry"])
 def test_a_poll_of_many_ranks_raises_the_same_alerts_as_the_ranks_one_by_one(
-        first, group_rows, monkeypatch):
+        first, group_rows, carried, monkeypatch):
     monkeypatch.setattr(evaluator, "GROUP_ROWS", group_rows)
+    monkeypatch.setattr(evaluator, "GROUP_CARRIED", carried)
     rules = list(load_rules([default_rules_dir()]))
     alone, together = Engine(rules), Engine(rules)
     got_alone, got_together = [], []
@@ -258,3 +262,21 @@ def test_ranks_that_leave_the_many_rank_polls_keep_copies_of_their_own_still_sha
     for a, b in zip(held, now):
         np.testing.assert_array_equal(a, b)
     assert any(a.base is not None for a in _carries(engine.runs["run"].ranks[0]))
+
+
+def test_a_poll_splits_its_ranks_once_the_rows_they_carry_reach_the_budget(monkeypatch):
+    from msdoctor.core.engine import ranks
+    monkeypatch.setattr(evaluator, "GROUP_CARRIED", 1000)
+    groups: List[int] = []
+    real = ranks.evaluate_ranks
+
+    def spy(engine, ctxs, batches):
+        groups.append(len(ctxs))
+        return real(engine, ctxs, batches)
+    monkeypatch.setattr(ranks, "evaluate_ranks", spy)
+    engine = Engine(list(load_rules([default_rules_dir()])))
+    for items in rank_polls(np.random.default_rng(5), 8, 6, lambda r: 300, lambda p: [1], 0.0):
+        engine.process_many(items)
+    assert engine.runs["run"].ranks[0].rows == 305
+    # 8 ranks carrying ~300 rows each: at most 3 of them (~900 rows) per evaluation
+    assert groups[-3:] == [3, 3, 2]
