@@ -7,5 +7,4 @@ on the source. Their false-alarm rate is measured on generated healthy runs
 (``tests/bench/bench_detection2.py``), not on real runs.
 """
 
-TIMING = ("ThroughputBelowBaseline", "DataLoaderStarved", "DataLoaderStall", "StragglerRank",
-          "StepTimeErratic")
+TIMING = ("ThroughputBelowBaseline", "DataLoaderStarved", "StragglerRank", "StepTimeErratic")
