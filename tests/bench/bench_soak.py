@@ -94,13 +94,16 @@ def fleet(ranks: int, steps: int) -> None:
     sidecar, endpoint = serve_sidecar(run_dir)
     wall, cpu = time.perf_counter(), time.process_time()
     drain(sidecar)
+    drained_peak = peak_mb()           # before the in-line snapshot below (serve forks its own)
     sidecar.save_snapshot()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     events = sum(s.counters["events"] for _, _, s in sidecar.store.ranks())
     assert events == lines, (events, lines)
     print(f"fleet: drained {events} events in {wall:.1f} s wall / {cpu:.1f} s CPU: "
           f"{events / wall:,.0f} events/s wall, {events / cpu:,.0f} events/s CPU; "
-          f"RSS {rss_mb():.0f} MiB (before the sidecar {base:.0f}), peak {peak_mb():.0f} MiB")
+          f"RSS {rss_mb():.0f} MiB (before the sidecar {base:.0f}), peak {drained_peak:.0f} MiB "
+          f"during the drain (its snapshots forked, as serve takes them), {peak_mb():.0f} MiB "
+          f"after one more in-line snapshot")
     # live: every rank appends k new steps, then one poll
     for k in (1, 10):
         per = []
