@@ -2,6 +2,9 @@
 the stored path gives: the same steps, values (bit for bit), last point and snapshot arrays."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -18,6 +21,19 @@ VALUES = [0.0, -0.0, 1.0, 65536.0, float("nan"), ODD_NAN, float("inf"), 0.1]
 
 def bits(a: np.ndarray) -> list:
     return np.asarray(a, dtype=np.float64).view(np.uint64).tolist()
+
+
+@contextmanager
+def values_implied(implied: bool) -> Iterator[None]:
+    """Within it, a series of one number implies its values (the fast path) or, when
+    ``implied`` is False, stores them like any other (the exact path)."""
+    original = series_module.same_bits
+    if not implied:
+        series_module.same_bits = lambda values, value: False
+    try:
+        yield
+    finally:
+        series_module.same_bits = original
 
 
 def seen(s: Series) -> tuple:
@@ -48,10 +64,7 @@ ops = st.lists(st.tuples(
 def test_values_of_one_number_read_back_as_the_stored_path_gives(ops, capacity):
     runs = {}
     for implied in (True, False):
-        original = series_module.same_bits
-        if not implied:
-            series_module.same_bits = lambda values, value: False
-        try:
+        with values_implied(implied):
             s, last, observed = Series(capacity), 0, []
             for kind, n, back, pool, seed in ops:
                 rng = np.random.default_rng(seed)
@@ -67,8 +80,6 @@ def test_values_of_one_number_read_back_as_the_stored_path_gives(ops, capacity):
                     last = int(steps[-1])
                 observed.append(seen(s))
             runs[implied] = observed
-        finally:
-            series_module.same_bits = original
     assert runs[True] == runs[False]
 
 
@@ -89,10 +100,7 @@ def test_a_rank_fed_batches_keeps_the_same_series_with_values_implied_or_stored(
     rng = np.random.default_rng(3)
     states = {}
     for implied in (True, False):
-        original = series_module.same_bits
-        if not implied:
-            series_module.same_bits = lambda values, value: False
-        try:
+        with values_implied(implied):
             rank, step = RankState(0, capacity=256), 0
             for _ in range(120):
                 n = int(rng.integers(1, 40))
@@ -104,8 +112,6 @@ def test_a_rank_fed_batches_keeps_the_same_series_with_values_implied_or_stored(
                     columns["loss_scale"][-1] = 32768.0
                 rank.apply_steps(StepBatch("run", 0, steps, steps * 0.1, columns, {}))
             states[implied] = rank
-        finally:
-            series_module.same_bits = original
         if implied:
             rng = np.random.default_rng(3)
     fast, exact = states[True], states[False]
