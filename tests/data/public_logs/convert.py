@@ -4,11 +4,11 @@ Each manifest entry names a ``parser``: one of :data:`PARSERS` (``log_parsing.py
 in ``log_parsers.py``, ``log_parsers_more.py``, ``log_parsers_progress.py``, ``log_parsers_extra.py``,
 ``log_parsers_mindspore.py``, ``log_parsers_collected.py``, ``log_parsers_harvested.py``,
 ``log_parsers_gathered.py`` and ``log_parsers_assembled.py``), a function from the excerpt's text
-to rows (dicts of column -> text). Values are copied as printed; the only changes are dropping thousands separators, spelling non-finite
-values ``nan``/``inf``/``-inf``, milliseconds -> seconds (exact decimal shift) and ``overflow`` flags
-as ``1``/``0``; one parser (``maxwellnet_train_epoch``) takes each epoch's time as the difference of
-two printed time stamps. Steps are computed only where the manifest notes say so (global step from
-epoch and in-epoch step, or a running record count).
+to rows (dicts of column -> text). Values are copied as printed; the only changes are dropping
+thousands separators, spelling non-finite values ``nan``/``inf``/``-inf``, milliseconds -> seconds
+(exact decimal shift) and ``overflow`` flags as ``1``/``0``; one parser (``maxwellnet_train_epoch``)
+takes each epoch's time as the difference of two printed time stamps. Steps are computed only where
+the manifest notes say so (global step from epoch and in-epoch step, or a running record count).
 
     python tests/data/public_logs/convert.py            # rewrite every CSV
     python tests/data/public_logs/convert.py --check    # exit 1 if a CSV differs from its rebuild
