@@ -151,9 +151,9 @@ class Engine:
                     and (rows + more > GROUP_ROWS or ctxs and carried + held > GROUP_CARRIED):
                 flush()                                 # a rank's batches stay in order
                 rows = carried = 0
-            if ctx is None and steps is not None and 0 < len(steps) <= MANY_ROWS:
+            if ctx is None and steps is not None and 0 < more <= MANY_ROWS:
                 ctx = self.rank_context(run, rank)      # a new rank joins the others
-            if ctx is None or steps is None or len(steps) > MANY_ROWS or not joinable(ctx, steps):
+            if ctx is None or steps is None or more > MANY_ROWS or not joinable(ctx, steps):
                 out.extend(self.process(run, rank, events, steps))
                 continue
             ends.append((ctx, self._fold(ctx, events)))
@@ -161,7 +161,7 @@ class Engine:
             pending.add(id(ctx))
             ctxs.append(ctx)
             batches.append(steps)
-            rows += len(steps)
+            rows += more
             carried += held
         flush()
         return out
