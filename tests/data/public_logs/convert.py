@@ -3,8 +3,8 @@
 Each manifest entry names a ``parser``: one of :data:`PARSERS` (``log_parsing.py``; the parsers are
 in ``log_parsers.py``, ``log_parsers_more.py``, ``log_parsers_progress.py``, ``log_parsers_extra.py``,
 ``log_parsers_mindspore.py``, ``log_parsers_collected.py``, ``log_parsers_harvested.py``,
-``log_parsers_gathered.py`` and ``log_parsers_assembled.py``), a function from the excerpt's text
-to rows (dicts of column -> text). Values are copied as printed; the only changes are dropping
+``log_parsers_gathered.py``, ``log_parsers_assembled.py`` and ``log_parsers_sourced.py``), a function
+from the excerpt's text to rows (dicts of column -> text). Values are copied as printed; the only changes are dropping
 thousands separators, spelling non-finite values ``nan``/``inf``/``-inf``, milliseconds -> seconds
 (exact decimal shift) and ``overflow`` flags as ``1``/``0``; one parser (``maxwellnet_train_epoch``)
 takes each epoch's time as the difference of two printed time stamps. Steps are computed only where
@@ -40,6 +40,7 @@ import log_parsers_harvested  # noqa: E402,F401  (registers its parsers)
 import log_parsers_mindspore  # noqa: E402,F401  (registers its parsers)
 import log_parsers_more  # noqa: E402,F401  (registers its parsers)
 import log_parsers_progress  # noqa: E402,F401  (registers its parsers)
+import log_parsers_sourced  # noqa: E402,F401  (registers its parsers)
 from log_parsing import PARSERS, Row  # noqa: E402
 
 MANIFEST = HERE / "manifest.yaml"

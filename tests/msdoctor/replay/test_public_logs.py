@@ -104,6 +104,11 @@ def _printed_numbers(text):
     return numbers
 
 
+#: Columns a parser computes rather than copies (convert.py's docstring): MaxwellNet's epoch time is
+#: the difference of two time stamps printed in whole seconds, so a whole number of seconds.
+COMPUTED = {("maxwellnet_train_epoch", "step_time_s")}
+
+
 @pytest.mark.parametrize("entry", LOGS, ids=IDS)
 def test_every_value_in_a_step_table_is_printed_in_its_excerpt(entry):
     text = (CORPUS / f"{entry['id']}.txt").read_text(encoding="utf-8")
@@ -112,6 +117,9 @@ def test_every_value_in_a_step_table_is_printed_in_its_excerpt(entry):
         for row in csv.DictReader(handle):
             for column, value in row.items():
                 if column in ("step", "overflow") or value == "":
+                    continue
+                if (entry["parser"], column) in COMPUTED:
+                    assert value.isdigit(), f"{entry['id']} step {row['step']}: {column}={value}"
                     continue
                 if value in ("nan", "inf", "-inf"):
                     assert value.lstrip("-") in text.lower(), f"{column}={value}"
