@@ -3,11 +3,13 @@
 Each manifest entry names a ``parser``: one of :data:`PARSERS` (``log_parsing.py``; the parsers are
 in ``log_parsers.py``, ``log_parsers_more.py``, ``log_parsers_progress.py``, ``log_parsers_extra.py``,
 ``log_parsers_mindspore.py``, ``log_parsers_collected.py``, ``log_parsers_harvested.py``,
-``log_parsers_gathered.py``, ``log_parsers_assembled.py`` and ``log_parsers_sourced.py``), a function
-from the excerpt's text to rows (dicts of column -> text). Values are copied as printed; the only changes are dropping
-thousands separators, spelling non-finite values ``nan``/``inf``/``-inf``, milliseconds -> seconds
-(exact decimal shift) and ``overflow`` flags as ``1``/``0``; one parser (``maxwellnet_train_epoch``)
-takes each epoch's time as the difference of two printed time stamps. Steps are computed only where
+``log_parsers_gathered.py``, ``log_parsers_assembled.py``, ``log_parsers_sourced.py`` and
+``log_parsers_located.py``), a function from the excerpt's text to rows (dicts of column -> text).
+Values are copied as printed; the only changes are dropping thousands separators, spelling
+non-finite values ``nan``/``inf``/``-inf``, milliseconds -> seconds (exact decimal shift) and
+``overflow`` flags as ``1``/``0``; two parsers compute a step time: ``maxwellnet_train_epoch`` as the
+difference of two printed time stamps, ``train_gpt_step_interval_time`` as that of two printed
+cumulative training times over their steps. Steps are computed only where
 the manifest notes say so (global step from epoch and in-epoch step, or a running record count).
 
     python tests/data/public_logs/convert.py            # rewrite every CSV
@@ -37,6 +39,7 @@ import log_parsers_collected  # noqa: E402,F401  (registers its parsers)
 import log_parsers_extra  # noqa: E402,F401  (registers its parsers)
 import log_parsers_gathered  # noqa: E402,F401  (registers its parsers)
 import log_parsers_harvested  # noqa: E402,F401  (registers its parsers)
+import log_parsers_located  # noqa: E402,F401  (registers its parsers)
 import log_parsers_mindspore  # noqa: E402,F401  (registers its parsers)
 import log_parsers_more  # noqa: E402,F401  (registers its parsers)
 import log_parsers_progress  # noqa: E402,F401  (registers its parsers)

@@ -104,9 +104,11 @@ def _printed_numbers(text):
     return numbers
 
 
-#: Columns a parser computes rather than copies (convert.py's docstring): MaxwellNet's epoch time is
-#: the difference of two time stamps printed in whole seconds, so a whole number of seconds.
-COMPUTED = {("maxwellnet_train_epoch", "step_time_s")}
+#: Columns a parser computes rather than copies (convert.py's docstring), with what they must be:
+#: MaxwellNet's epoch time is the difference of two time stamps printed in whole seconds; a
+#: train_gpt.py log's step time that of two cumulative training times over their steps.
+COMPUTED = {("maxwellnet_train_epoch", "step_time_s"): lambda v: v.isdigit(),
+            ("train_gpt_step_interval_time", "step_time_s"): lambda v: Decimal(v) >= 0}
 
 
 @pytest.mark.parametrize("entry", LOGS, ids=IDS)
@@ -118,8 +120,9 @@ def test_every_value_in_a_step_table_is_printed_in_its_excerpt(entry):
             for column, value in row.items():
                 if column in ("step", "overflow") or value == "":
                     continue
-                if (entry["parser"], column) in COMPUTED:
-                    assert value.isdigit(), f"{entry['id']} step {row['step']}: {column}={value}"
+                computed = COMPUTED.get((entry["parser"], column))
+                if computed is not None:
+                    assert computed(value), f"{entry['id']} step {row['step']}: {column}={value}"
                     continue
                 if value in ("nan", "inf", "-inf"):
                     assert value.lstrip("-") in text.lower(), f"{column}={value}"
