@@ -14,8 +14,8 @@ three stages, each a pure function of a :class:`Shape` and its seed:
 Loss families: ``llm`` (a power law in the cumulative learning rate with linear warm-up
 and cosine decay, starting near ln(vocabulary), levels up to 12), ``exp`` (exponential
 decay to a floor, constant or step-decayed learning rate, levels 0.01 to 5), ``noisy``
-(small batches: log-normal noise of 10-25 %), ``nearzero`` (a classifier settling at
-0.01-0.05 with gamma noise as large as its level). Faults are injected on the tables by
+(small batches: log-normal noise of 10-25 %; 1 % on a language model's first step),
+``nearzero`` (a classifier settling at 0.01-0.05 with gamma noise as large as its level). Faults are injected on the tables by
 ``faults2.py``; this module only makes healthy runs.
 """
 from __future__ import annotations
@@ -220,7 +220,14 @@ def realise(shape: Shape, path: Dict[str, Any], rank: int, stream: int = 0) -> D
     trend = path["trend"]
     if shape.family == "noisy":
         sd = trend * f["sigma"]
-        loss = trend * np.exp(rng.normal(0.0, f["sigma"], n) - f["sigma"] ** 2 / 2)
+        z = rng.normal(0.0, 1.0, n)
+        loss = trend * np.exp(f["sigma"] * z - f["sigma"] ** 2 / 2)
+        if f["family_base"] == "llm":
+            # before its first update a language model predicts near-uniformly, so every
+            # batch scores ln(vocabulary) within about a per cent, however small the batch:
+            # the first step's noise is 1 %, the batch-to-batch spread comes with learning
+            sd[0] = trend[0] * 0.01
+            loss[0] = trend[0] * math.exp(0.01 * z[0])
     elif shape.family == "nearzero":
         k, level = f["shape_k"], f["level"]
         above = trend - level
