@@ -254,7 +254,7 @@ class Engine:
             if backwards:
                 self._restart_windows(ctx, int(steps[a]))
             sub = batch if (a, b) == (0, len(batch)) else batch.slice(a, b)
-            out.extend(self._evaluate_segment(ctx, sub, t[a:b]))
+            out.extend(self._evaluate_segment(ctx, sub, t[a:b], ctx.rows + a))
             ctx.last_step = int(steps[b - 1])
         ctx.last_t = ctx.last_step_t = float(t[-1])
         ctx.note_time(float(t[-1]))
@@ -272,8 +272,11 @@ class Engine:
                 st.since_step = float(step)
                 st.last_true_step = float(step)
 
-    def _evaluate_segment(self, ctx: RankContext, batch: StepBatch, t: np.ndarray) -> List[Alert]:
+    def _evaluate_segment(self, ctx: RankContext, batch: StepBatch, t: np.ndarray,
+                          base: int) -> List[Alert]:
+        """Evaluate one segment (no step going back) whose first row is the rank's record ``base``."""
         steps = batch.steps
+        records = np.arange(base, base + steps.shape[0], dtype=np.float64)
         frame = Frame(steps, steps.astype(np.float64), t, batch, ctx)
         failed: Dict[int, str] = {}
         lasts: Dict[int, np.ndarray] = {}
@@ -294,7 +297,8 @@ class Engine:
                 if not cond.any():
                     continue
                 st = ctx.alerts[name] = AlertState()
-            for tr in advance(st, cond, steps, t, cr.rule.for_, cr.rule.keep_firing_for):
+            for tr in advance(st, cond, steps, t, cr.rule.for_, cr.rule.keep_firing_for,
+                              records):
                 found.append((tr.row, order, tr, cr))
         return self._emit_found(ctx, found, outs, 0, steps, t)
 

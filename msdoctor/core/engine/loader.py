@@ -38,7 +38,8 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 #: Alert names (docs/rules.md): CamelCase, as Prometheus alert names are written.
 _CAMEL = re.compile(r"[A-Z][A-Za-z0-9]*\Z")
 _DURATION = re.compile(r"\s*(\d+)\s*(steps?)\s*\Z|\s*(\d+(?:\.\d+)?)\s*([smh])\s*\Z")
-DURATION_FORM = 'a duration like "10 steps", "30s", "5m" or "1h"'
+_RECORDS = re.compile(r"(.*\S)\s+and\s+(\d+)\s*records?\s*\Z")
+DURATION_FORM = 'a duration like "10 steps", "30s", "5m", "1h" or "500 steps and 10 records"'
 _SCALE = {"s": 1.0, "m": 60.0, "h": 3600.0}
 
 #: A file or directory name, as the callers hold it.
@@ -76,15 +77,20 @@ def rule_files(paths: Sequence[StrPath]) -> List[Path]:
 
 
 def parse_duration(value: Any) -> Optional[Duration]:
-    """``"10 steps"`` / ``"30s"`` / ``"5m"`` / ``"1h"`` -> :class:`Duration`; None if invalid."""
+    """``"10 steps"`` / ``"30s"`` / ``"5m"`` / ``"1h"``, optionally ``"... and N records"`` ->
+    :class:`Duration`; None if invalid."""
     if not isinstance(value, str):
         return None
+    records = 0
+    both = _RECORDS.match(value)
+    if both is not None:
+        value, records = both.group(1), int(both.group(2))
     m = _DURATION.match(value)
     if m is None:
         return None
     if m.group(1) is not None:
-        return Duration(float(int(m.group(1))), "steps")
-    return Duration(float(m.group(3)) * _SCALE[m.group(4)], "s")
+        return Duration(float(int(m.group(1))), "steps", records)
+    return Duration(float(m.group(3)) * _SCALE[m.group(4)], "s", records)
 
 
 class _Walker:

@@ -9,7 +9,7 @@ and states are those of evaluating the ranks one after the other.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -54,6 +54,7 @@ def evaluate_ranks(engine: Any, ctxs: Sequence[RankContext],
     _keep_last(ctxs, lasts, len(outs))
     bounds = segs.bounds.tolist()
     found: List[List[Any]] = [[] for _ in ctxs]
+    records: List[Optional[np.ndarray]] = [None] * len(ctxs)   # each rank's record count
     for order, cr in enumerate(program.rules):
         if failed and engine._failed(cr, failed):
             continue
@@ -73,8 +74,10 @@ def evaluate_ranks(engine: Any, ctxs: Sequence[RankContext],
             st = ctx.alerts.get(name)
             if st is None:
                 st = ctx.alerts[name] = AlertState()
+            if records[r] is None:
+                records[r] = np.arange(ctx.rows, ctx.rows + (z - a), dtype=np.float64)
             for tr in advance(st, cond[a:z], frames[r].steps, frames[r].t, cr.rule.for_,
-                              cr.rule.keep_firing_for):
+                              cr.rule.keep_firing_for, records[r]):
                 found[r].append((tr.row, order, tr, cr))
     out: List[Alert] = []
     for r, ctx in enumerate(ctxs):

@@ -55,7 +55,7 @@ def _judge(engine: Any, ctx: RankContext, now: float, frame: Frame, failed: Dict
                 continue
             st = ctx.alerts[name] = AlertState()
         for tr in advance(st, cond, frame.fsteps, frame.t, cr.rule.for_,
-                          cr.rule.keep_firing_for):
+                          cr.rule.keep_firing_for, np.array([ctx.rows - 1.0])):
             values = {k: value_of(i) for k, i in cr.values.items()}
             out.append(engine._emit(cr, ctx, tr.state, ctx.last_step, tr.first_step,
                                     value_of(cr.value), now, values))

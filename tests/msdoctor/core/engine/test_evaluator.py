@@ -230,3 +230,41 @@ def test_a_snapshot_of_the_shipped_rules_over_several_ranks_resumes_as_if_never_
     assert not second.errors
     assert {a.alert for a in straight} >= {"LossNonFinite"}
     assert [a.to_dict() for a in before + after] == [a.to_dict() for a in straight]
+
+
+SPARSE_RULES = """
+version: 1
+groups:
+  - name: g
+    rules:
+      - alert: LossHigh
+        expr: loss > 1
+        keep_firing_for: 500 steps and 3 records
+        labels: {severity: warning}
+        annotations: {summary: "high"}
+"""
+
+
+def test_keep_firing_for_in_records_counts_each_ranks_records_alone_or_polled_together(tmp_path):
+    # a log of every 500th step: 500 steps alone would resolve at the first low record
+    path = tmp_path / "r.yaml"
+    path.write_text(SPARSE_RULES)
+    rules = load_rules([path])
+    losses = [2.0, 0.5, 2.0, 0.5, 0.5, 2.0, 0.5, 0.5, 0.5, 0.5]
+
+    def batch(rank, lo, hi):
+        return columnize("r", rank, [make("step", rank, run="r", step=500 * (i + 1), t=500.0 * (i + 1),
+                                          loss=losses[i]) for i in range(lo, hi)])
+    whole, one_by_one, polled = [], [], []
+    Engine(rules, sinks=[whole.append]).process("r", 0, [], batch(0, 0, 10))
+    engine = Engine(rules, sinks=[one_by_one.append])
+    for i in range(10):
+        engine.process("r", 0, [], batch(0, i, i + 1))
+    engine = Engine(rules, sinks=[polled.append])
+    for lo, hi in ((0, 4), (4, 5), (5, 10)):
+        engine.process_many([("r", r, [], batch(r, lo, hi)) for r in (0, 1)])
+    seen = [(a.state, a.step) for a in whole]
+    assert seen == [("firing", 500), ("resolved", 4500)]
+    assert [(a.state, a.step) for a in one_by_one] == seen
+    assert sorted((a.rank, a.state, a.step) for a in polled) == sorted(
+        (r, s, step) for r in (0, 1) for s, step in seen)

@@ -61,6 +61,9 @@ def test_a_good_file_is_loaded_into_rules_with_compiled_parts():
     ("30s", Duration(30, "s")), ("5m", Duration(300, "s")), ("1h", Duration(3600, "s")),
     ("1.5s", Duration(1.5, "s")), ("ten", None), ("10", None), (10, None), ("-1 steps", None),
     ("5 minutes", None), ("1.5 steps", None),
+    ("500 steps and 10 records", Duration(500, "steps", 10)), ("30s and 1 record", Duration(30, "s", 1)),
+    ("10 records", None), ("500 steps and records", None), ("500 steps and 1.5 records", None),
+    ("500 steps or 10 records", None),
 ])
 def test_durations_accept_steps_seconds_minutes_and_hours_only(text, expected):
     assert parse_duration(text) == expected
