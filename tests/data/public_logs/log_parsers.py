@@ -244,6 +244,19 @@ def tsv_step_loss(text: str) -> List[Row]:
 PIPE_FIELDS = {"loss": "loss", "norm": "grad_norm", "lr": "lr", "tok/sec": "tokens_per_s"}
 
 
+def pipe_row(step: str, fields: str, names: Dict[str, str]) -> Row:
+    """A row of ``step`` from ``name: value | name: value ...`` text: the fields ``names`` maps to
+    columns, and ``dt: Tms`` as step_time_s (ms -> s)."""
+    row: Row = {"step": step}
+    for part in fields.split("|"):
+        name, _, value = part.strip().partition(":")
+        if name in names:
+            row[names[name]] = num(value)
+        elif name == "dt" and value.strip().endswith("ms"):
+            row["step_time_s"] = seconds(value.strip()[:-2])
+    return row
+
+
 @parser("nanogpt_pipe_fields")
 def nanogpt_pipe_fields(text: str) -> List[Row]:
     """build-nanogpt / nanochat console ``step N[/M (p%)] | loss: X | ... | dt: Tms | tok/sec: K |
@@ -253,14 +266,7 @@ def nanogpt_pipe_fields(text: str) -> List[Row]:
         head = re.match(r"step\s+(\d+)(?:/\d+)?(?: \([\d.]+%\))? \|", line)
         if not head:
             continue
-        row = {"step": str(int(head.group(1)))}
-        for part in line.split("|")[1:]:
-            name, _, value = part.strip().partition(":")
-            if name in PIPE_FIELDS:
-                row[PIPE_FIELDS[name]] = num(value)
-            elif name == "dt" and value.strip().endswith("ms"):
-                row["step_time_s"] = seconds(value.strip()[:-2])
-        rows.append(row)
+        rows.append(pipe_row(str(int(head.group(1))), line.split("|", 1)[1], PIPE_FIELDS))
     return rows
 
 

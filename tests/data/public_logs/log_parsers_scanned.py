@@ -7,6 +7,7 @@ import re
 from decimal import Decimal
 from typing import List
 
+from log_parsers import pipe_row
 from log_parsing import Row, num, parser, seconds
 
 NANOCHAT_FIELDS = {"loss": "loss", "grad norm": "grad_norm", "tok/sec": "tokens_per_s"}
@@ -25,14 +26,7 @@ def nanochat_base_train(text: str) -> List[Row]:
         head = re.search(r"step (\d+)(?:/\d+)? \([\d.]+%\) \|", line)
         if not head:
             continue
-        row: Row = {"step": str(int(head.group(1)))}
-        for part in line[head.end():].split("|"):
-            name, _, value = part.strip().partition(":")
-            if name in NANOCHAT_FIELDS:
-                row[NANOCHAT_FIELDS[name]] = num(value)
-            elif name == "dt" and value.strip().endswith("ms"):
-                row["step_time_s"] = seconds(value.strip()[:-2])
-        rows.append(row)
+        rows.append(pipe_row(str(int(head.group(1))), line[head.end():], NANOCHAT_FIELDS))
     return rows
 
 
