@@ -15,8 +15,8 @@ Loss families: ``llm`` (a power law in the cumulative learning rate with linear 
 and cosine decay, starting near ln(vocabulary), levels up to 12), ``exp`` (exponential
 decay to a floor, constant or step-decayed learning rate, levels 0.01 to 5), ``noisy``
 (small batches: log-normal noise of 10-25 %; 1 % on a language model's first step),
-``nearzero`` (a classifier settling at 0.01-0.05 with gamma noise as large as its level). Faults are injected on the tables by
-``faults2.py``; this module only makes healthy runs.
+``nearzero`` (a classifier settling at 0.01-0.05 with gamma noise as large as its level).
+Faults are injected on the tables by ``faults2.py``; this module only makes healthy runs.
 """
 from __future__ import annotations
 
