@@ -4,7 +4,7 @@ Each manifest entry names a ``parser``: one of :data:`PARSERS` (``log_parsing.py
 in ``log_parsers.py``, ``log_parsers_more.py``, ``log_parsers_progress.py``, ``log_parsers_extra.py``,
 ``log_parsers_mindspore.py``, ``log_parsers_collected.py``, ``log_parsers_harvested.py``,
 ``log_parsers_gathered.py``, ``log_parsers_assembled.py``, ``log_parsers_sourced.py``,
-``log_parsers_located.py``, ``log_parsers_mined.py``, ``log_parsers_culled.py``,
+``log_parsers_located.py``, ``log_parsers_mined.py``, ``log_parsers_culled.py``, ``log_parsers_drawn.py``,
 ``log_parsers_scanned.py`` and ``log_parsers_picked.py``), a function from the excerpt's text to rows
 (dicts of column -> text).
 Values are copied as printed; the only changes are dropping thousands separators, spelling
@@ -39,6 +39,7 @@ import log_parsers  # noqa: E402,F401  (registers its parsers)
 import log_parsers_assembled  # noqa: E402,F401  (registers its parsers)
 import log_parsers_collected  # noqa: E402,F401  (registers its parsers)
 import log_parsers_culled  # noqa: E402,F401  (registers its parsers)
+import log_parsers_drawn  # noqa: E402,F401  (registers its parsers)
 import log_parsers_extra  # noqa: E402,F401  (registers its parsers)
 import log_parsers_gathered  # noqa: E402,F401  (registers its parsers)
 import log_parsers_harvested  # noqa: E402,F401  (registers its parsers)
