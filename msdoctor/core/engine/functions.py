@@ -99,7 +99,7 @@ def _table() -> Dict[str, Function]:
         ("repeat_count", (EXPR,), _cls(sequences.RepeatCount, "repeat_count"), True,
          "repeat_count(x)"),
         ("baseline", (EXPR, STEPS0, STEPS), _cls(orderstats.Baseline, "baseline"), True,
-         "baseline(x, warmup, n)"),
+         "baseline(x, warmup, n[, m])"),
         ("powerlaw_miss", (EXPR, ALPHA), _cls(trend.PowerLawMiss, "powerlaw_miss"), True,
          "powerlaw_miss(x, f)"),
         ("powerlaw_stall", (EXPR, ALPHA), _cls(trend.PowerLawStall, "powerlaw_stall"), True,
@@ -137,7 +137,7 @@ _VARIADIC = ("coalesce",)
 #: Optional trailing arguments: ``m``, the fewest points a window holds (see docs/rules.md).
 _OPTIONAL: Dict[str, Tuple[str, ...]] = {
     name: (STEPS0,) for name in ("median", "robust_z", "quantile", "spike_period", "mean", "sum",
-                                 "count", "std", "min", "max", "slope")}
+                                 "count", "std", "min", "max", "slope", "baseline")}
 _OPTIONAL["curve_stall"] = (STEPS0,)     # the first step it answers at (curve.py)
 
 

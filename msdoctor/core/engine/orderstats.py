@@ -15,6 +15,7 @@ import numpy as np
 
 from msdoctor.core.engine.gathers import Shared, point_rows, search_right
 from msdoctor.core.engine.nodes import Frame, Node, Out, locf, locf_segments
+from msdoctor.core.engine.segments import per_rank
 from msdoctor.core.engine.selection import (  # noqa: F401 - re-exported
     Picker,
     Selection,
@@ -347,44 +348,71 @@ class RobustZ(WindowNode):
 
 
 class Baseline(Node):
-    """``baseline(x, warmup, n)``: median of x over steps [f+warmup, f+warmup+n), then frozen."""
+    """``baseline(x, warmup, n[, m])``: median of x over steps [f+warmup, f+warmup+n), then
+    frozen; with ``m``, the window reaches on past its end until it holds ``m`` points (a
+    log of every 10th step has one or two records in 15 steps: no baseline)."""
 
     name = "baseline"
     stateful = True
 
     def new_state(self) -> Dict[str, Any]:
-        return {"f": math.nan, "pts": _EMPTY_F, "value": math.nan, "done": 0}
+        return {"f": math.nan, "pts": _EMPTY_F, "value": math.nan, "done": 0, "closed": math.nan}
+
+    def _grow(self, state: Dict[str, Any], s: np.ndarray, v: np.ndarray, last: float) -> None:
+        """Add one rank's new points ``(s, v)`` (its rows reach step ``last``) to its window
+        and freeze the median once the window has closed (at ``state["closed"]``)."""
+        warmup, n = int(self.params[0]), int(self.params[1])
+        m = int(self.params[2]) if len(self.params) > 2 else 0
+        start = state["f"] + warmup
+        end = start + n - 1
+        inside = (s >= start) & np.isfinite(v)
+        if m:
+            within = inside & (s <= end)
+            beyond = np.flatnonzero(inside & (s > end))
+            had = state["pts"].shape[0]
+            need = m - had - int(within.sum())
+            take = beyond[:max(need, 0)]
+            within[take] = True
+            state["pts"] = np.concatenate((state["pts"], v[within]))[-max(n, m):]
+            if had + int(within.sum()) >= m and last >= end:
+                # closed at the end, or at the m-th point when it lies past the end
+                self._freeze(state, float(s[take[-1]]) if need > 0 else end)
+            return
+        if inside.any():
+            inside &= s <= end
+            state["pts"] = np.concatenate((state["pts"], v[inside]))[-max(n, 1):]
+        if last >= end:
+            self._freeze(state, end)
+
+    @staticmethod
+    def _freeze(state: Dict[str, Any], closed: float) -> None:
+        state["done"] = 1
+        state["closed"] = closed
+        state["value"] = float(np.median(state["pts"])) if state["pts"].shape[0] else math.nan
+        state["pts"] = _EMPTY_F
 
     def evaluate(self, frame: Frame, args: List[Out], state: Dict[str, Any]) -> Out:
-        warmup, n = int(self.params[0]), int(self.params[1])
         out = np.full(frame.n, np.nan)
         if frame.n == 0:
             return out, args[0][1]
         if math.isnan(state["f"]):
             state["f"] = float(frame.steps[0])
-        start = state["f"] + warmup
-        end = start + n - 1
         q = frame.steps
         if not state["done"]:
-            values = args[0][0]
             rows = point_rows(args[0], frame.n)
             if rows is None:
                 rows = np.arange(frame.n)
-            s, v = q[rows], values[rows]
-            inside = (s >= start) & (s <= end) & np.isfinite(v)
-            if inside.any():
-                state["pts"] = np.concatenate((state["pts"], v[inside]))[-max(n, 1):]
-            if q[-1] >= end:
-                state["done"] = 1
-                state["value"] = float(np.median(state["pts"])) if state["pts"].shape[0] else math.nan
-                state["pts"] = _EMPTY_F
+            self._grow(state, q[rows], args[0][0][rows], float(q[-1]))
         if state["done"]:
-            out[q >= end] = state["value"]
+            out[q >= state.get("closed", state["f"] + self.params[0] + self.params[1] - 1)] = \
+                state["value"]
         return out, args[0][1]
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
         """As :meth:`evaluate` rank by rank: the points inside each rank's window found at
         once; a rank's list grows (or its baseline freezes) in a few operations."""
+        if len(self.params) > 2:
+            return per_rank(self, frame, args, states)
         segs = frame.segments
         warmup, n = int(self.params[0]), int(self.params[1])
         q = frame.steps
@@ -406,9 +434,7 @@ class Baseline(Node):
             if cut[r + 1] > cut[r]:
                 st["pts"] = np.concatenate((st["pts"], v[at[cut[r]:cut[r + 1]]]))[-max(n, 1):]
             if ends[r]:
-                st["done"] = 1
-                st["value"] = float(np.median(st["pts"])) if st["pts"].shape[0] else math.nan
-                st["pts"] = _EMPTY_F
+                self._freeze(st, float(end[r]))
                 done[r] = True
         value = np.array([st["value"] for st in states])
         out = np.where(done[segs.seg] & (q >= end[segs.seg]), value[segs.seg], np.nan)

@@ -272,16 +272,6 @@ def test_jump_of_a_recorded_nan_is_nan():
     np.testing.assert_allclose(got, [math.nan, 2.0, math.nan, 2.0])
 
 
-def test_baseline_is_nan_until_its_window_passed_then_frozen():
-    steps = list(range(10, 30))
-    tps = [float(i) for i in range(20)]
-    for sizes in SIZES:
-        got = run_expr("baseline(tokens_per_s, 5, 4)", steps, {"tokens_per_s": tps}, sizes)
-        # first step 10: window [15, 19), values 5..8 -> median 6.5 from step 18 on
-        assert np.isnan(got[:8]).all()
-        assert got[8:].tolist() == [6.5] * 12
-
-
 def test_spike_period_reports_regular_spikes_and_zero_for_irregular_ones():
     rng = np.random.default_rng(0)
     n = 3000
