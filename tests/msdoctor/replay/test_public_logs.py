@@ -66,8 +66,12 @@ def test_every_label_names_alerts_the_shipped_rules_define(alert_names):
 
 @pytest.mark.parametrize("entry", LOGS, ids=IDS)
 def test_each_log_has_a_source_a_framework_a_label_and_a_first_problem_step_when_sick(entry, alert_names):
-    assert re.match(r"https://github\.com/[\w.-]+/[\w.-]+/(issues/\d+|pull/\d+|blob/[0-9a-f]{40}/\S+)$",
-                    entry["source"]), entry["source"]
+    pinned = (r"https://github\.com/[\w.-]+/[\w.-]+/(issues/\d+|pull/\d+|blob/[0-9a-f]{40}/\S+)$"
+              r"|https://huggingface\.co/[\w.-]+/[\w.-]+/(blob|commit)/[0-9a-f]{40}(/\S+)?$")
+    if entry.get("source_pinned") is False:     # a web page: its excerpt is the only fixed copy
+        assert re.match(r"https://\S+$", entry["source"]) and not re.match(pinned, entry["source"])
+    else:
+        assert re.match(pinned, entry["source"]), entry["source"]
     assert entry["framework"] and entry["notes"]
     assert entry["label"] == "healthy" or entry["label"] in LABELS
     if entry["label"] == "healthy":
