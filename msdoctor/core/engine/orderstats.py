@@ -183,7 +183,9 @@ class OrderStatistic(WindowNode):
         out = np.empty(lo.shape[0])
         left = np.ones(lo.shape[0], dtype=bool)
         if rank_filter() is not None:
-            widths, counts = np.unique(cnt, return_counts=True)
+            counts = np.bincount(cnt)          # per point count (a window's width)
+            widths = np.flatnonzero(counts)
+            counts = counts[widths]
             for at in np.argsort(-counts, kind="stable")[:3].tolist():
                 width = int(widths[at])
                 if width and sliding_pays(points.shape[0], int(counts[at]), width):

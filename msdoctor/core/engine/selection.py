@@ -166,8 +166,17 @@ def sliding_pays(points: int, queries: int, width: int) -> bool:
     return width >= 8 and _FILTER_NS * points < _SORT_NS * queries * width * math.log2(width)
 
 
-#: From this window width on, windows are sorted as the ranks of their points (integers).
-RANK_WIDTH = 16
+#: From this window width on, windows may be sorted as the ranks of their points (integers).
+RANK_WIDTH = 8
+#: Rough CPU cost, in ns, of ranking one point (a stable argsort), of sorting one rank in a
+#: row, and of sorting one value in a row per comparison level (numpy 1.26, AVX-512).
+_RANK_NS, _RANK_SORT_NS, _VALUE_NS = 65.0, 2.0, 3.0
+
+
+def ranks_pay(points: int, cells: int, width: int) -> bool:
+    """Whether ranking ``points`` and sorting ``cells`` ranks in rows ``width`` wide costs
+    less than sorting the cells' values (not for a few windows over many points)."""
+    return _RANK_NS * points + _RANK_SORT_NS * cells < _VALUE_NS * cells * math.log2(width)
 #: Up to this width, rank rows are sorted by quicksort (numpy's SIMD sort of integers, many
 #: times faster than its radix sort on short rows); wider int16 rows by radix sort.
 QUICK_WIDTH = 256
@@ -188,8 +197,8 @@ def sorted_rows(V: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Tuple[SortedRo
     since ranks order the points as their values do (equal values in the order of the
     points, as a stable sort of the values puts them). Ranks are distinct, so any sort of
     them gives the same rows: quicksort for short rows, radix (int16) for long ones. The
-    points are ranked when they are few next to the cells sorted (not for a live poll's one
-    window per rank over long carries); else the values are sorted.
+    points are ranked when that pays (:func:`ranks_pay`: not for a few windows over many
+    points, such as a live poll's one window per rank); else the values are sorted.
     """
     cnt = hi - lo
     width = int(cnt.max()) if cnt.shape[0] else 0
@@ -199,7 +208,7 @@ def sorted_rows(V: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Tuple[SortedRo
         return SortedRows(window_matrix(V, lo, cnt, width, np.inf)), cnt
     base, top = int(lo.min()), int(hi.max())
     n = top - base
-    if width >= RANK_WIDTH and (n < 2**15 - 1 or n <= 8 * lo.shape[0] * width):
+    if width >= RANK_WIDTH and ranks_pay(n, lo.shape[0] * width, width):
         points = V[base:top]
         order = np.argsort(points, kind="stable")
         dtype: Any = np.int16 if n < 2**15 - 1 else np.int32 if n < 2**31 - 1 else np.int64
@@ -216,18 +225,15 @@ def sorted_rows(V: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Tuple[SortedRo
 
 def window_matrix(V: np.ndarray, lo: np.ndarray, cnt: np.ndarray, width: int, pad: Any
                   ) -> np.ndarray:
-    """The windows ``V[lo:lo+cnt]`` as rows ``width`` wide, padded with ``pad`` (a copy)."""
-    full = cnt == width
-    if full.all():                          # every window full: from a strided view
+    """The windows ``V[lo:lo+cnt]`` as rows ``width`` wide, padded with ``pad`` (a copy):
+    rows of a strided view, the short ones' tails then set to ``pad``."""
+    part = np.flatnonzero(cnt != width)
+    if part.shape[0] == 0:                  # every window full
         return sliding_window_view(V, width)[lo]
-    matrix = np.empty((lo.shape[0], width), dtype=V.dtype)
-    if full.any():
-        matrix[full] = sliding_window_view(V, width)[lo[full]]
-    part = np.flatnonzero(~full)
-    offsets = np.arange(width)
-    padded = V[np.minimum(lo[part, None] + offsets[None, :], V.shape[0] - 1)]
-    padded[offsets[None, :] >= cnt[part, None]] = pad
-    matrix[part] = padded
+    padded = np.concatenate((V, np.full(width, pad, dtype=V.dtype)))
+    matrix = sliding_window_view(padded, width)[lo]
+    tail = np.arange(width)[None, :] >= cnt[part, None]
+    matrix[part] = np.where(tail, pad, matrix[part])
     return matrix
 
 

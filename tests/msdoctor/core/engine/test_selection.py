@@ -57,7 +57,8 @@ def test_the_kth_smallest_of_every_window_is_the_sorted_windows_kth_value(seed):
 
 
 @pytest.mark.parametrize("seed", range(15))
-def test_windows_sorted_by_rank_are_the_windows_sorted_by_value(seed):
+def test_windows_sorted_by_rank_are_the_windows_sorted_by_value(seed, monkeypatch):
+    monkeypatch.setattr(selection, "ranks_pay", lambda *a: True)
     rng = np.random.default_rng(100 + seed)
     n = int(rng.integers(1, 4000))
     values = random_values(rng, n, seed % 5)
@@ -67,7 +68,8 @@ def test_windows_sorted_by_rank_are_the_windows_sorted_by_value(seed):
     np.testing.assert_array_equal(cnt, hi - lo)
 
 
-def test_a_batch_too_large_for_16_bit_ranks_is_sorted_as_32_bit_ranks():
+def test_a_batch_too_large_for_16_bit_ranks_is_sorted_as_32_bit_ranks(monkeypatch):
+    monkeypatch.setattr(selection, "ranks_pay", lambda *a: True)
     rng = np.random.default_rng(7)
     values = np.round(rng.normal(size=40_000), 1)
     values[::7] *= -0.0                         # equal values of other bits, in their order
@@ -79,6 +81,13 @@ def test_a_batch_too_large_for_16_bit_ranks_is_sorted_as_32_bit_ranks():
                                   np.signbit(reference_sorted(values, lo, lo + 100)))
 
 
+def test_ranking_pays_for_many_windows_over_their_points_only():
+    assert selection.ranks_pay(10_000, 10_000 * 50, 50)   # a replay batch, a window every step
+    assert selection.ranks_pay(10_000, 1_500 * 200, 200)  # anchors every 7 steps
+    assert not selection.ranks_pay(10_000, 30 * 200, 200)  # the odd windows of other widths
+    assert not selection.ranks_pay(300_000, 1_024 * 50, 50)  # a live poll over long carries
+
+
 def test_few_windows_over_many_points_are_sorted_by_value():
     rng = np.random.default_rng(8)
     values = rng.normal(size=300_000)
@@ -88,8 +97,9 @@ def test_few_windows_over_many_points_are_sorted_by_value():
     np.testing.assert_array_equal(rows.dense(), reference_sorted(values, lo, hi))
 
 
-@pytest.mark.parametrize("width", [16, 50, 256, 257, 600])
-def test_rank_rows_of_every_sort_kind_give_the_values_of_the_windows_sorted(width):
+@pytest.mark.parametrize("width", [8, 16, 50, 256, 257, 600])
+def test_rank_rows_of_every_sort_kind_give_the_values_of_the_windows_sorted(width, monkeypatch):
+    monkeypatch.setattr(selection, "ranks_pay", lambda *a: True)
     rng = np.random.default_rng(width)
     values = np.round(rng.normal(size=3000), 1) * np.where(rng.random(3000) < 0.5, 1.0, -1.0)
     lo = np.arange(0, 3000 - width, 3)
