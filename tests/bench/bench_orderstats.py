@@ -33,6 +33,7 @@ from bench_ingest import write_spool  # noqa: E402
 from msdoctor.core.engine import orderstats  # noqa: E402
 from msdoctor.core.engine.evaluator import Engine  # noqa: E402
 from msdoctor.core.engine.loader import default_rules_dir, load_rules  # noqa: E402
+from msdoctor.core.engine.sortedrows import SortedRows  # noqa: E402
 from msdoctor.core.spool import SpoolTailer, drain  # noqa: E402
 
 
@@ -86,10 +87,17 @@ class Timed:
                 cls.evaluate = original  # type: ignore[method-assign]
 
 
+def reference_sorted_rows(V: np.ndarray, lo: np.ndarray, hi: np.ndarray
+                          ) -> Tuple[SortedRows, np.ndarray]:
+    """:func:`reference_sorted_windows` as the rows the order statistics read."""
+    matrix, cnt = reference_sorted_windows(V, lo, hi)
+    return SortedRows(matrix), cnt
+
+
 def run(chunks: List[Any], ruleset: Any, reference: bool) -> Dict[str, Any]:
-    saved = orderstats.sorted_windows, orderstats.pays
+    saved = orderstats.sorted_rows, orderstats.pays
     if reference:
-        orderstats.sorted_windows = reference_sorted_windows  # type: ignore[assignment]
+        orderstats.sorted_rows = reference_sorted_rows  # type: ignore[assignment]
         orderstats.pays = lambda *a, **k: False  # type: ignore[assignment]
     try:
         engine = Engine(ruleset)
@@ -102,7 +110,7 @@ def run(chunks: List[Any], ruleset: Any, reference: bool) -> Dict[str, Any]:
             took = time.process_time() - t0
         return {"cpu": took, "orderstats": timed.seconds, "transitions": transitions}
     finally:
-        orderstats.sorted_windows, orderstats.pays = saved  # type: ignore[assignment]
+        orderstats.sorted_rows, orderstats.pays = saved  # type: ignore[assignment]
 
 
 def main() -> int:

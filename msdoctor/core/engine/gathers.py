@@ -22,7 +22,9 @@ def search_right(S: np.ndarray, x: np.ndarray) -> np.ndarray:
     """
     m = S.shape[0]
     if m and x.dtype.kind == "i" and S.dtype.kind == "i" and int(S[-1]) - int(S[0]) == m - 1:
-        return np.clip(x - (int(S[0]) - 1), 0, m)
+        out = x - (int(S[0]) - 1)
+        np.maximum(out, 0, out=out)       # np.clip's, without its Python-level dispatch
+        return np.minimum(out, m, out=out)
     return np.searchsorted(S, x, side="right")
 
 

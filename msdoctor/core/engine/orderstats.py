@@ -27,8 +27,10 @@ from msdoctor.core.engine.selection import (  # noqa: F401 - re-exported
     row_median,
     row_quantile,
     sliding_pays,
+    sorted_rows,
     sorted_windows,
 )
+from msdoctor.core.engine.sortedrows import SortedRows
 from msdoctor.core.engine.windows import _EMPTY_F, WindowNode, _first
 
 MAD_SCALE = 1.4826      # MAD -> standard deviation for normal data
@@ -57,8 +59,8 @@ def _anchored(steps: np.ndarray, s: int, before: bool, offset: Any = None
 
 
 def anchor_windows(frame: Frame, key: Hashable, V: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                   anchors: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`sorted_windows` of the anchors' windows, and their medians: ``(matrix, cnt, med)``.
+                   anchors: np.ndarray) -> Tuple[SortedRows, np.ndarray, np.ndarray]:
+    """:func:`sorted_rows` of the anchors' windows, and their medians: ``(matrix, cnt, med)``.
 
     ``median(x, n)`` and ``robust_z(x, n)`` look at the same windows ``(a - n, a]`` at the
     same anchor steps; the first to run in a batch leaves its sorted windows in
@@ -74,8 +76,8 @@ def anchor_windows(frame: Frame, key: Hashable, V: np.ndarray, lo: np.ndarray, h
         width = int(cnt.max())
         if (m_anchors.shape[0] and m_matrix.shape[1] == width and width
                 and (m_anchors[at] == anchors).all() and (m_cnt[at] == cnt).all()):
-            return m_matrix[at], cnt, m_med[at]
-    matrix, cnt = sorted_windows(V, lo, hi)
+            return m_matrix.subset(at), cnt, m_med[at]
+    matrix, cnt = sorted_rows(V, lo, hi)
     med = row_median(matrix, cnt)
     frame.memo[key] = (anchors, cnt, med, matrix)
     return matrix, cnt, med
@@ -149,7 +151,7 @@ class OrderStatistic(WindowNode):
     def least(self) -> int:
         return min_points(self)
 
-    def pick(self, matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
+    def pick(self, matrix: SortedRows, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
     def select(self, selection: Picker, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -182,7 +184,9 @@ class OrderStatistic(WindowNode):
         out = np.empty(lo.shape[0])
         left = np.ones(lo.shape[0], dtype=bool)
         if rank_filter() is not None:
-            widths, counts = np.unique(cnt, return_counts=True)
+            counts = np.bincount(cnt)          # per point count (a window's width)
+            widths = np.flatnonzero(counts)
+            counts = counts[widths]
             for at in np.argsort(-counts, kind="stable")[:3].tolist():
                 width = int(widths[at])
                 if width and sliding_pays(points.shape[0], int(counts[at]), width):
@@ -194,7 +198,7 @@ class OrderStatistic(WindowNode):
             selection = selection_of(frame, key, points, lo, hi)
             return None if selection is None else self.select(selection, lo, hi)
         if rest.shape[0]:
-            matrix, c = sorted_windows(points, lo[rest], hi[rest])
+            matrix, c = sorted_rows(points, lo[rest], hi[rest])
             out[rest] = self.pick(matrix, c, row_median(matrix, c))
         return out
 
@@ -231,7 +235,7 @@ class Median(OrderStatistic):
 
     name = "median"
 
-    def pick(self, matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
+    def pick(self, matrix: SortedRows, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
         return med
 
     def select(self, selection: Picker, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -246,7 +250,7 @@ class Quantile(OrderStatistic):
     def least(self) -> int:
         return min_points(self, 2)
 
-    def pick(self, matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
+    def pick(self, matrix: SortedRows, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
         return row_quantile(matrix, cnt, float(self.params[1]))
 
     def select(self, selection: Picker, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -334,7 +338,7 @@ class RobustZ(WindowNode):
         scale = MAD_SCALE * mad
         flat = np.flatnonzero(~(mad > 0))       # MAD 0 (or no data): mean abs deviation
         if flat.shape[0]:
-            dev = np.abs(matrix[flat] - med[flat, None])
+            dev = np.abs(matrix.dense(flat) - med[flat, None])
             meanad = np.where(cnt[flat] > 0, np.where(np.isfinite(dev), dev, 0.0).sum(axis=1)
                               / np.maximum(cnt[flat], 1), np.nan)
             scale[flat] = MEANAD_SCALE * meanad

@@ -24,6 +24,8 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from msdoctor.core.engine.sortedrows import SortedRows, row_mad, row_median, row_quantile  # noqa: F401
+
 #: Rough CPU cost, in ns, of one level of the build per point, of one level of a query,
 #: and of sorting one window element per comparison level (measured with numpy 1.26).
 _BUILD_NS, _QUERY_NS, _SORT_NS = 30.0, 25.0, 4.0
@@ -164,52 +166,74 @@ def sliding_pays(points: int, queries: int, width: int) -> bool:
     return width >= 8 and _FILTER_NS * points < _SORT_NS * queries * width * math.log2(width)
 
 
-#: From this window width on, windows are sorted as 16-bit ranks (a radix sort).
-RANK_WIDTH = 32
+#: From this window width on, windows may be sorted as the ranks of their points (integers).
+RANK_WIDTH = 8
+#: Rough CPU cost, in ns, of ranking one point (a stable argsort), of sorting one rank in a
+#: row, and of sorting one value in a row per comparison level (numpy 1.26, AVX-512).
+_RANK_NS, _RANK_SORT_NS, _VALUE_NS = 65.0, 2.0, 3.0
+
+
+def ranks_pay(points: int, cells: int, width: int) -> bool:
+    """Whether ranking ``points`` and sorting ``cells`` ranks in rows ``width`` wide costs
+    less than sorting the cells' values (not for a few windows over many points)."""
+    return _RANK_NS * points + _RANK_SORT_NS * cells < _VALUE_NS * cells * math.log2(width)
+#: Up to this width, rank rows are sorted by quicksort (numpy's SIMD sort of integers, many
+#: times faster than its radix sort on short rows); wider int16 rows by radix sort.
+QUICK_WIDTH = 256
 
 
 def sorted_windows(V: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Each window ``V[lo:hi]`` sorted into a row padded with +inf (a float matrix); and the
+    counts: :func:`sorted_rows`, every value looked up."""
+    rows, cnt = sorted_rows(V, lo, hi)
+    return rows.dense(), cnt
+
+
+def sorted_rows(V: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Tuple[SortedRows, np.ndarray]:
     """Each window ``V[lo:hi]`` sorted into a row padded with +inf; and the counts.
 
-    Wide windows over fewer than 2^15 points are sorted as the points' ranks (int16, which
-    numpy sorts by radix, 2-4x faster than a float sort of rows 200 wide), then turned back
-    into values: the same rows, since ranks order the points as their values do.
+    Windows at least :data:`RANK_WIDTH` wide are sorted as the ranks of their points (from
+    one stable argsort of the points the windows span) into the sorted points: the same rows,
+    since ranks order the points as their values do (equal values in the order of the
+    points, as a stable sort of the values puts them). Ranks are distinct, so any sort of
+    them gives the same rows: quicksort for short rows, radix (int16) for long ones. The
+    points are ranked when that pays (:func:`ranks_pay`: not for a few windows over many
+    points, such as a live poll's one window per rank); else the values are sorted.
     """
     cnt = hi - lo
     width = int(cnt.max()) if cnt.shape[0] else 0
     if width == 0:
-        return np.zeros((lo.shape[0], 0)), cnt
+        return SortedRows(np.zeros((lo.shape[0], 0))), cnt
     if constant(V, lo, hi) is not None:     # a constant signal's rows are already sorted
-        return window_matrix(V, lo, cnt, width, np.inf), cnt
+        return SortedRows(window_matrix(V, lo, cnt, width, np.inf)), cnt
     base, top = int(lo.min()), int(hi.max())
     n = top - base
-    if width >= RANK_WIDTH and n < 2**15 - 1:
+    if width >= RANK_WIDTH and ranks_pay(n, lo.shape[0] * width, width):
         points = V[base:top]
         order = np.argsort(points, kind="stable")
-        ranks = np.empty(n, dtype=np.int16)
-        ranks[order] = np.arange(n, dtype=np.int16)
+        dtype: Any = np.int16 if n < 2**15 - 1 else np.int32 if n < 2**31 - 1 else np.int64
+        ranks = np.empty(n, dtype=dtype)
+        ranks[order] = np.arange(n, dtype=dtype)
         matrix = window_matrix(ranks, lo - base, cnt, width, n)
-        matrix.sort(axis=1, kind="stable")
-        return np.append(points[order], np.inf).take(matrix), cnt
+        quick = width <= QUICK_WIDTH or dtype is not np.int16
+        matrix.sort(axis=1, kind="quicksort" if quick else "stable")
+        return SortedRows(matrix, np.append(points[order], np.inf)), cnt
     matrix = window_matrix(V, lo, cnt, width, np.inf)
-    matrix.sort(axis=1, kind="stable")      # timsort: faster than quicksort on these rows
-    return matrix, cnt
+    matrix.sort(axis=1, kind="stable")      # timsort: equal values keep their order
+    return SortedRows(matrix), cnt
 
 
 def window_matrix(V: np.ndarray, lo: np.ndarray, cnt: np.ndarray, width: int, pad: Any
                   ) -> np.ndarray:
-    """The windows ``V[lo:lo+cnt]`` as rows ``width`` wide, padded with ``pad`` (a copy)."""
-    full = cnt == width
-    if full.all():                          # every window full: from a strided view
+    """The windows ``V[lo:lo+cnt]`` as rows ``width`` wide, padded with ``pad`` (a copy):
+    rows of a strided view, the short ones' tails then set to ``pad``."""
+    part = np.flatnonzero(cnt != width)
+    if part.shape[0] == 0:                  # every window full
         return sliding_window_view(V, width)[lo]
-    matrix = np.empty((lo.shape[0], width), dtype=V.dtype)
-    if full.any():
-        matrix[full] = sliding_window_view(V, width)[lo[full]]
-    part = np.flatnonzero(~full)
-    offsets = np.arange(width)
-    padded = V[np.minimum(lo[part, None] + offsets[None, :], V.shape[0] - 1)]
-    padded[offsets[None, :] >= cnt[part, None]] = pad
-    matrix[part] = padded
+    padded = np.concatenate((V, np.full(width, pad, dtype=V.dtype)))
+    matrix = sliding_window_view(padded, width)[lo]
+    tail = np.arange(width)[None, :] >= cnt[part, None]
+    matrix[part] = np.where(tail, pad, matrix[part])
     return matrix
 
 
@@ -225,67 +249,3 @@ def constant(V: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Optional[float]:
     if first != 0 and seen.min() == first and seen.max() == first:
         return first
     return None
-
-
-def row_median(matrix: np.ndarray, cnt: np.ndarray) -> np.ndarray:
-    """Median of each sorted, +inf-padded row with ``cnt`` valid values (NaN if none)."""
-    out = np.full(cnt.shape[0], np.nan)
-    ok = cnt > 0
-    if ok.any():
-        rows = np.flatnonzero(ok)
-        c = cnt[ok]
-        out[ok] = (matrix[rows, (c - 1) // 2] + matrix[rows, c // 2]) / 2.0
-    return out
-
-
-def row_mad(matrix: np.ndarray, cnt: np.ndarray, med: np.ndarray) -> np.ndarray:
-    """Median of ``|row - med|`` over each sorted row's ``cnt`` values (NaN if none).
-
-    The same value as sorting the deviations and taking their :func:`row_median`,
-    without that sort: in a sorted row the deviations fall towards the middle
-    ``p = c // 2`` and rise after it, two sorted runs (``left[j] = |row[p-1-j] - med|``,
-    ``right[j] = |row[p+j] - med|``); the k-th smallest of their merge is found by
-    a binary search on how many come from the left run, for every row at once.
-    """
-    out = np.full(cnt.shape[0], np.nan)
-    rows = np.flatnonzero(cnt > 0)
-    if rows.shape[0] == 0:
-        return out
-    width = matrix.shape[1]
-    flat = matrix.reshape(-1)
-    c = np.concatenate((cnt[rows], cnt[rows]))
-    k = np.concatenate(((c[:rows.shape[0]] - 1) // 2, c[rows.shape[0]:] // 2))
-    m = np.concatenate((med[rows], med[rows]))
-    base = np.concatenate((rows, rows)) * width
-    p = c // 2
-    lo = np.maximum(k + 1 - (c - p), 0)
-    hi = np.minimum(k + 1, p)
-    left0 = base + p - 1                      # left[j] is flat[left0 - j]
-    right0 = base + p + k                     # right[k - j] is flat[right0 - j]
-    for _ in range(int(width).bit_length()):  # lo == hi everywhere after these halvings
-        mid = (lo + hi) >> 1
-        more = (np.abs(flat.take(left0 - mid, mode="clip") - m)
-                < np.abs(flat.take(right0 - mid, mode="clip") - m))
-        more &= lo < hi                       # the k-th needs more than mid from the left
-        lo = np.where(more, mid + 1, lo)
-        hi = np.where(more | (lo >= hi), hi, mid)
-    a = lo
-    from_left = np.where(a > 0, np.abs(flat.take(left0 - a + 1, mode="clip") - m), -np.inf)
-    from_right = np.where(k - a >= 0, np.abs(flat.take(right0 - a, mode="clip") - m), -np.inf)
-    kth = np.maximum(from_left, from_right)
-    half = rows.shape[0]
-    out[rows] = (kth[:half] + kth[half:]) / 2.0
-    return out
-
-
-def row_quantile(matrix: np.ndarray, cnt: np.ndarray, q: float) -> np.ndarray:
-    """The q-quantile (linear interpolation, as ``np.quantile``) of each sorted, padded row."""
-    out = np.full(cnt.shape[0], np.nan)
-    rows = np.flatnonzero(cnt > 0)
-    if rows.shape[0]:
-        pos = q * (cnt[rows] - 1)
-        below = np.floor(pos).astype(np.int64)
-        above = np.minimum(below + 1, cnt[rows] - 1)
-        a, b = matrix[rows, below], matrix[rows, above]
-        out[rows] = a + (pos - below) * (b - a)
-    return out

@@ -191,7 +191,7 @@ def range_extreme(V: np.ndarray, lo: np.ndarray, hi: np.ndarray, fn: np.ufunc) -
         k *= 2
     level = np.zeros(lo.shape[0], dtype=np.int64)
     level[ok] = np.frexp(cnt[ok].astype(np.float64))[1] - 1
-    for j in np.unique(level[ok]):
+    for j in np.flatnonzero(np.bincount(level[ok])):    # the levels used, in order
         sel = ok & (level == j)
         table = levels[j]
         out[sel] = fn(table[lo[sel]], table[hi[sel] - (1 << int(j))])
@@ -279,7 +279,7 @@ class Prev(WindowNode):
         """``V[idx]``, NaN where ``idx`` is before ``first``."""
         if not V.shape[0]:
             return np.full(idx.shape[0], np.nan)
-        return np.where(idx >= first, V[np.clip(idx, 0, V.shape[0] - 1)], np.nan)
+        return np.where(idx >= first, V[np.minimum(np.maximum(idx, 0), V.shape[0] - 1)], np.nan)
 
 
 class RelChange(WindowNode):

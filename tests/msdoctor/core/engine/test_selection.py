@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from msdoctor.core.engine import orderstats, selection
-from msdoctor.core.engine.orderstats import row_median, row_quantile, sorted_windows
-from msdoctor.core.engine.selection import Selection, Sliding, pays, rank_filter
+from msdoctor.core.engine.orderstats import row_mad, row_median, row_quantile, sorted_windows
+from msdoctor.core.engine.selection import Selection, Sliding, pays, rank_filter, sorted_rows
 from tests.msdoctor.core.engine.helpers import run_expr
 from tests.msdoctor.core.engine.test_windows import REFERENCES, make_series
 
@@ -33,7 +33,7 @@ def reference_sorted(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.n
     width = int((hi - lo).max()) if lo.shape[0] else 0
     matrix = np.full((lo.shape[0], width), np.inf)
     for row, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
-        matrix[row, :b - a] = np.sort(values[a:b])
+        matrix[row, :b - a] = np.sort(values[a:b], kind="stable")   # equal values keep their order
     return matrix
 
 
@@ -57,7 +57,8 @@ def test_the_kth_smallest_of_every_window_is_the_sorted_windows_kth_value(seed):
 
 
 @pytest.mark.parametrize("seed", range(15))
-def test_windows_sorted_by_rank_are_the_windows_sorted_by_value(seed):
+def test_windows_sorted_by_rank_are_the_windows_sorted_by_value(seed, monkeypatch):
+    monkeypatch.setattr(selection, "ranks_pay", lambda *a: True)
     rng = np.random.default_rng(100 + seed)
     n = int(rng.integers(1, 4000))
     values = random_values(rng, n, seed % 5)
@@ -67,12 +68,50 @@ def test_windows_sorted_by_rank_are_the_windows_sorted_by_value(seed):
     np.testing.assert_array_equal(cnt, hi - lo)
 
 
-def test_a_batch_too_large_for_16_bit_ranks_is_sorted_by_value():
+def test_a_batch_too_large_for_16_bit_ranks_is_sorted_as_32_bit_ranks(monkeypatch):
+    monkeypatch.setattr(selection, "ranks_pay", lambda *a: True)
     rng = np.random.default_rng(7)
-    values = rng.normal(size=40_000)
+    values = np.round(rng.normal(size=40_000), 1)
+    values[::7] *= -0.0                         # equal values of other bits, in their order
     lo = np.arange(0, 40_000 - 100, 97)
-    matrix, _ = sorted_windows(values, lo, lo + 100)
-    np.testing.assert_array_equal(matrix, reference_sorted(values, lo, lo + 100))
+    rows, _ = sorted_rows(values, lo, lo + 100)
+    assert rows.index.dtype == np.int32
+    np.testing.assert_array_equal(rows.dense(), reference_sorted(values, lo, lo + 100))
+    np.testing.assert_array_equal(np.signbit(rows.dense()),
+                                  np.signbit(reference_sorted(values, lo, lo + 100)))
+
+
+def test_ranking_pays_for_many_windows_over_their_points_only():
+    assert selection.ranks_pay(10_000, 10_000 * 50, 50)   # a replay batch, a window every step
+    assert selection.ranks_pay(10_000, 1_500 * 200, 200)  # anchors every 7 steps
+    assert not selection.ranks_pay(10_000, 30 * 200, 200)  # the odd windows of other widths
+    assert not selection.ranks_pay(300_000, 1_024 * 50, 50)  # a live poll over long carries
+
+
+def test_few_windows_over_many_points_are_sorted_by_value():
+    rng = np.random.default_rng(8)
+    values = rng.normal(size=300_000)
+    lo, hi = np.array([0, 299_900]), np.array([100, 300_000])
+    rows, _ = sorted_rows(values, lo, hi)
+    assert rows.table is None                   # no ranking of 300k points for 200 cells
+    np.testing.assert_array_equal(rows.dense(), reference_sorted(values, lo, hi))
+
+
+@pytest.mark.parametrize("width", [8, 16, 50, 256, 257, 600])
+def test_rank_rows_of_every_sort_kind_give_the_values_of_the_windows_sorted(width, monkeypatch):
+    monkeypatch.setattr(selection, "ranks_pay", lambda *a: True)
+    rng = np.random.default_rng(width)
+    values = np.round(rng.normal(size=3000), 1) * np.where(rng.random(3000) < 0.5, 1.0, -1.0)
+    lo = np.arange(0, 3000 - width, 3)
+    rows, cnt = sorted_rows(values, lo, lo + width)
+    expected = reference_sorted(values, lo, lo + width)
+    np.testing.assert_array_equal(rows.dense(), expected)
+    np.testing.assert_array_equal(np.signbit(rows.dense()), np.signbit(expected))
+    with np.errstate(all="ignore"):
+        med = row_median(expected, cnt)
+        np.testing.assert_array_equal(row_median(rows, cnt), med)
+        np.testing.assert_array_equal(row_mad(rows, cnt, med), row_mad(expected, cnt, med))
+        np.testing.assert_array_equal(row_quantile(rows, cnt, 0.9), row_quantile(expected, cnt, 0.9))
 
 
 def test_selection_pays_for_long_windows_of_a_long_batch_only():
