@@ -15,8 +15,8 @@ HF_COLUMNS = {"grad_norm": "grad_norm", "lr": "learning_rate", "epoch": "epoch"}
 
 @parser("nanogpt_iter")
 def nanogpt_iter(text: str) -> List[Row]:
-    """nanoGPT ``iter N: loss X, time Yms, mfu Z%``."""
-    return rows_of(r"iter (\d+): loss ([^,\s]+), time ([\d.]+)ms", text,
+    """nanoGPT ``iter N: loss X, time Yms, mfu Z%`` (lit-llama's fine-tuning prints ``time: Yms``)."""
+    return rows_of(r"iter (\d+): loss ([^,\s]+), time:? ([\d.]+)ms", text,
                    step=group(1), loss=group(2), step_time_s=group(3, seconds))
 
 

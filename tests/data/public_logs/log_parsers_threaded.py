@@ -15,13 +15,6 @@ def stamped_epoch_step_loss_lr(text: str) -> List[Row]:
                    step=group(2), loss=group(3), lr=group(4), epoch=group(1))
 
 
-@parser("iter_loss_time_colon_ms")
-def iter_loss_time_colon_ms(text: str) -> List[Row]:
-    """lit-llama fine-tuning console ``iter N: loss X, time: Tms``; step = N, step_time_s = T (ms -> s)."""
-    return rows_of(r"^iter (\d+): loss ([^,\s]+), time: ([\d.]+)ms", text,
-                   step=group(1), loss=group(2), step_time_s=group(3, seconds))
-
-
 @parser("step_space_loss")
 def step_space_loss(text: str) -> List[Row]:
     """YANMTT pre-training console ``N X`` (a step and its loss, one space apart); other lines (``...``,
