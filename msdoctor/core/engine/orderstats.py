@@ -365,10 +365,9 @@ class Baseline(Node):
     def _grow(self, state: Dict[str, Any], s: np.ndarray, v: np.ndarray, last: float) -> None:
         """Add one rank's new points ``(s, v)`` (its rows reach step ``last``) to its window
         and freeze the median once the window has closed (at ``state["closed"]``)."""
-        warmup, n = int(self.params[0]), int(self.params[1])
+        n = int(self.params[1])
         m = int(self.params[2]) if len(self.params) > 2 else 0
-        start = state["f"] + warmup
-        end = start + n - 1
+        start, end = self._window(state["f"])
         inside = (s >= start) & np.isfinite(v)
         if m:
             within = inside & (s <= end)
@@ -387,6 +386,11 @@ class Baseline(Node):
             state["pts"] = np.concatenate((state["pts"], v[inside]))[-max(n, 1):]
         if last >= end:
             self._freeze(state, end)
+
+    def _window(self, f: Any) -> Tuple[Any, Any]:
+        """First and last step of the window, for a rank (or ranks) whose first step is ``f``."""
+        start = f + int(self.params[0])
+        return start, start + int(self.params[1]) - 1
 
     @staticmethod
     def _freeze(state: Dict[str, Any], closed: float) -> None:
@@ -408,8 +412,8 @@ class Baseline(Node):
                 rows = np.arange(frame.n)
             self._grow(state, q[rows], args[0][0][rows], float(q[-1]))
         if state["done"]:
-            out[q >= state.get("closed", state["f"] + self.params[0] + self.params[1] - 1)] = \
-                state["value"]
+            # a state saved before windows could close past their end closed at the end
+            out[q >= state.get("closed", self._window(state["f"])[1])] = state["value"]
         return out, args[0][1]
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
@@ -418,12 +422,12 @@ class Baseline(Node):
         if len(self.params) > 2:
             return per_rank(self, frame, args, states)
         segs = frame.segments
-        warmup, n = int(self.params[0]), int(self.params[1])
+        n = int(self.params[1])
         q = frame.steps
         f = np.array([st["f"] for st in states], dtype=np.float64)
         for r in np.flatnonzero(np.isnan(f)).tolist():      # a rank's first rows
             f[r] = states[r]["f"] = float(q[segs.bounds[r]])
-        start, end = f + warmup, f + warmup + n - 1
+        start, end = self._window(f)
         done = np.array([bool(st["done"]) for st in states])
         rows = point_rows(args[0], frame.n)
         rows = np.arange(frame.n) if rows is None else rows

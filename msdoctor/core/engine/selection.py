@@ -171,15 +171,15 @@ RANK_WIDTH = 8
 #: Rough CPU cost, in ns, of ranking one point (a stable argsort), of sorting one rank in a
 #: row, and of sorting one value in a row per comparison level (numpy 1.26, AVX-512).
 _RANK_NS, _RANK_SORT_NS, _VALUE_NS = 65.0, 2.0, 3.0
+#: Up to this width, rank rows are sorted by quicksort (numpy's SIMD sort of integers, many
+#: times faster than its radix sort on short rows); wider int16 rows by radix sort.
+QUICK_WIDTH = 256
 
 
 def ranks_pay(points: int, cells: int, width: int) -> bool:
     """Whether ranking ``points`` and sorting ``cells`` ranks in rows ``width`` wide costs
     less than sorting the cells' values (not for a few windows over many points)."""
     return _RANK_NS * points + _RANK_SORT_NS * cells < _VALUE_NS * cells * math.log2(width)
-#: Up to this width, rank rows are sorted by quicksort (numpy's SIMD sort of integers, many
-#: times faster than its radix sort on short rows); wider int16 rows by radix sort.
-QUICK_WIDTH = 256
 
 
 def sorted_windows(V: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
