@@ -73,7 +73,9 @@ def test_an_unreachable_receiver_is_logged_once_counted_and_never_blocks_the_cal
         enqueue_ms = (time.perf_counter() - start) * 1000
         hook.flush(timeout=20)
         hook.close()
-    assert enqueue_ms < 50, f"50 enqueues took {enqueue_ms:.1f} ms"
+    # a caller that waited on the posts would wait out 50 x 3 attempts' backoff (>= 1.5 s); the
+    # margin below that is for a machine under load, not a measure of the enqueue's speed
+    assert enqueue_ms < 500, f"50 enqueues took {enqueue_ms:.1f} ms"
     assert hook.stats["sent"] == 0 and hook.stats["failed"] >= 3
     assert hook.stats["dropped"] == 50 and not hook.stats["healthy"]   # queue overflow + gave up
     messages = [r.getMessage() for r in caplog.records]
