@@ -7,4 +7,5 @@ on the source. Their false-alarm rate is measured on generated healthy runs
 (``tests/bench/bench_detection2.py``), not on real runs.
 """
 
-TIMING = ("ThroughputBelowBaseline", "DataLoaderStarved", "StragglerRank", "StepTimeErratic")
+TIMING = ("ThroughputBelowBaseline", "ThroughputCollapse", "DataLoaderStarved", "StragglerRank",
+          "StepTimeErratic")
