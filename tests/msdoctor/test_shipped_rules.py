@@ -94,3 +94,20 @@ def test_msdoctor_rules_test_on_a_shipped_test_file_passes_what_the_runner_passe
     assert proc.returncode == 0, proc.stdout + proc.stderr
     passed = int(re.search(r"(\d+) passed, 0 failed", proc.stdout + proc.stderr).group(1))
     assert passed == len(run_test_file(path)) > 0
+
+
+def test_a_stall_that_lasts_notifies_its_collapse_and_keeps_the_slowdown_as_its_consequence(
+        tmp_path):
+    from msdoctor.replay.driver import replay_paths
+
+    log = tmp_path / "steps.csv"
+    times = [30.0] + [1.0] * 599 + [8.0] * 200          # compile, 599 steps of 1 s, then 8 s
+    log.write_text("step,loss,step_time_s\n" + "".join(
+        f"{i + 1},{3.0 - i / 1000:.4f},{t}\n" for i, t in enumerate(times)))
+    result = replay_paths([str(log)], load_rules([default_rules_dir()]), fmt="csv",
+                          progress=False)
+    firing = [(a["alert"], a["step"], a.get("caused_by")) for a in result["alerts"]
+              if a["alert"].startswith("Throughput")]
+    assert firing[0] == ("ThroughputCollapse", 602, None)          # the second 8 s step
+    slow = [f for f in firing if f[0] == "ThroughputBelowBaseline"]
+    assert slow and slow[0][1] > 602 and slow[0][2] == "ThroughputCollapse", firing
