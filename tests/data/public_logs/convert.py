@@ -6,8 +6,8 @@ in ``log_parsers.py``, ``log_parsers_more.py``, ``log_parsers_progress.py``, ``l
 ``log_parsers_gathered.py``, ``log_parsers_assembled.py``, ``log_parsers_sourced.py``,
 ``log_parsers_located.py``, ``log_parsers_mined.py``, ``log_parsers_culled.py``, ``log_parsers_drawn.py``,
 ``log_parsers_scanned.py``, ``log_parsers_picked.py``, ``log_parsers_sampled.py``,
-``log_parsers_threaded.py`` and ``log_parsers_fetched.py``), a function from the excerpt's text to
-rows (dicts of column -> text).
+``log_parsers_threaded.py``, ``log_parsers_fetched.py`` and ``log_parsers_withheld.py``), a function
+from the excerpt's text to rows (dicts of column -> text).
 Values are copied as printed; the only changes are dropping thousands separators, spelling
 non-finite values ``nan``/``inf``/``-inf``, milli- and microseconds -> seconds (exact decimal shifts) and
 ``overflow`` flags as ``1``/``0``; two parsers compute a step time: ``maxwellnet_train_epoch`` as the
@@ -55,6 +55,7 @@ import log_parsers_sampled  # noqa: E402,F401  (registers its parsers)
 import log_parsers_scanned  # noqa: E402,F401  (registers its parsers)
 import log_parsers_sourced  # noqa: E402,F401  (registers its parsers)
 import log_parsers_threaded  # noqa: E402,F401  (registers its parsers)
+import log_parsers_withheld  # noqa: E402,F401  (registers its parsers)
 from log_parsing import PARSERS, Row  # noqa: E402
 
 MANIFEST = HERE / "manifest.yaml"
