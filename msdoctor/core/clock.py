@@ -90,8 +90,9 @@ def split_at_gaps(batch: StepBatch, t_before: float, step_before: float = -math.
     prev = np.concatenate(([t_before], t[:-1]))
     prev_known = np.where(np.isfinite(prev), prev, -np.inf)
     np.maximum.accumulate(prev_known, out=prev_known)      # the last known time before each row
-    gaps = t - prev_known
-    intervals = np.diff(t[known])
+    with np.errstate(over="ignore", invalid="ignore"):     # times near the float limits: inf gaps
+        gaps = t - prev_known
+        intervals = np.diff(t[known])
     typical = float(np.median(intervals)) if intervals.shape[0] else 0.0
     pause = max(MIN_PAUSE_S, PAUSE_FACTOR * typical)
     prev_step = np.concatenate(([step_before], batch.steps[:-1].astype(np.float64)))
