@@ -1,6 +1,6 @@
 """Detection on real runs: the bundled trainer with each fault injected early in a short run
-(steps 20-100 of ~300) and late in a long one, each diagnosed from its spool as
-``msdoctor replay --json`` reads it.
+(steps 20-100 of ~300) and late in a long one, each diagnosed from its spool by
+``msdoctor replay``'s pipeline (the shipped rules).
 
 Per fault it prints the alert that names it, the first step that alert fired at or after the
 onset (the first step the fault acts on), the delay in steps against the issue's target, and the
@@ -20,20 +20,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "trainer_hooks" / "trainer"))
 
 from timing_alerts import TIMING  # noqa: E402
+from trainer_runs import train  # noqa: E402
 
 COUNTED = ("warning", "critical")
 
@@ -77,26 +77,11 @@ def cases(long_steps: int) -> List[Case]:
     ]
 
 
-def train(run_dir: Path, cache: Path, argv: Sequence[str]) -> None:
-    """Train one run to its end in its own process (MindSpore's logs muted)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), GLOG_v="3")
-    cmd = [sys.executable, "-m", "trainer_hooks.trainer", "--run-dir", str(run_dir),
-           "--data-dir", str(cache), "--log-every", "1000", *argv]
-    done = subprocess.run(cmd, cwd=str(run_dir.parent), env=env, capture_output=True, text=True,
-                          timeout=1800)
-    if done.returncode != 0:
-        raise RuntimeError(f"trainer {' '.join(argv)} ended with {done.returncode}:\n"
-                           f"{done.stderr[-2000:]}")
+def replay(run_dir: Path, rules: Any) -> List[Dict[str, Any]]:
+    """The alerts ``msdoctor replay`` finds in the run's spool."""
+    from msdoctor.replay.driver import replay_paths
 
-
-def replay(run_dir: Path) -> List[Dict[str, Any]]:
-    """The alerts ``msdoctor replay --json`` prints for the run."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-m", "msdoctor", "replay", str(run_dir), "--json"],
-                          capture_output=True, text=True, timeout=600, env=env)
-    if done.returncode not in (0, 1):
-        raise RuntimeError(f"replay of {run_dir} failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout)["alerts"]
+    return replay_paths([str(run_dir)], rules, "spool", progress=False)["alerts"]
 
 
 def host_rss(run_dir: Path) -> Dict[int, float]:
@@ -155,6 +140,7 @@ def main() -> int:
     cli.add_argument("--json", help="write the rows here")
     cli.add_argument("--keep", help="train into this directory (kept) instead of a temporary one")
     args = cli.parse_args()
+    from msdoctor.core.engine.loader import default_rules_dir, load_rules
     from trainer_hooks.trainer import tokens
     from trainer_hooks.trainer.presets import PRESETS
 
@@ -162,6 +148,7 @@ def main() -> int:
     scratch.mkdir(parents=True, exist_ok=True)
     cache = scratch / "token-cache"
     tokens.build(cache, PRESETS["tiny"].vocab_size, progress=None)
+    rules = load_rules([default_rules_dir()])
     rows, trained = [], {}
     for case in cases(args.long_steps):
         if args.only and case.name not in args.only:
@@ -170,8 +157,8 @@ def main() -> int:
         if key not in trained:
             run_dir = scratch / f"run-{len(trained)}"
             started = time.perf_counter()
-            train(run_dir, cache, case.argv)
-            trained[key] = (run_dir, replay(run_dir))
+            train(run_dir, cache, *case.argv, timeout=1800)
+            trained[key] = (run_dir, replay(run_dir, rules))
             print(f"trained {' '.join(case.argv)} in {time.perf_counter() - started:.0f} s",
                   flush=True)
         run_dir, alerts = trained[key]
