@@ -5,10 +5,10 @@ in ``log_parsers.py``, ``log_parsers_more.py``, ``log_parsers_progress.py``, ``l
 ``log_parsers_mindspore.py``, ``log_parsers_collected.py``, ``log_parsers_harvested.py``,
 ``log_parsers_gathered.py``, ``log_parsers_assembled.py``, ``log_parsers_sourced.py``,
 ``log_parsers_located.py``, ``log_parsers_mined.py``, ``log_parsers_culled.py``, ``log_parsers_drawn.py``,
-``log_parsers_dredged.py``,
+``log_parsers_dredged.py``, ``log_parsers_sifted.py``,
 ``log_parsers_scanned.py``, ``log_parsers_picked.py``, ``log_parsers_sampled.py``,
-``log_parsers_threaded.py``, ``log_parsers_fetched.py``, ``log_parsers_withheld.py`` and
-``log_parsers_trawled.py``), a function
+``log_parsers_threaded.py``, ``log_parsers_fetched.py``, ``log_parsers_withheld.py``,
+``log_parsers_trawled.py`` and ``log_parsers_gleaned.py``), a function
 from the excerpt's text to rows (dicts of column -> text).
 Values are copied as printed; the only changes are dropping thousands separators, spelling
 non-finite values ``nan``/``inf``/``-inf``, milli- and microseconds -> seconds (exact decimal shifts) and
@@ -47,6 +47,7 @@ import log_parsers_dredged  # noqa: E402,F401  (registers its parsers)
 import log_parsers_extra  # noqa: E402,F401  (registers its parsers)
 import log_parsers_fetched  # noqa: E402,F401  (registers its parsers)
 import log_parsers_gathered  # noqa: E402,F401  (registers its parsers)
+import log_parsers_gleaned  # noqa: E402,F401  (registers its parsers)
 import log_parsers_harvested  # noqa: E402,F401  (registers its parsers)
 import log_parsers_located  # noqa: E402,F401  (registers its parsers)
 import log_parsers_mindspore  # noqa: E402,F401  (registers its parsers)
@@ -56,6 +57,7 @@ import log_parsers_picked  # noqa: E402,F401  (registers its parsers)
 import log_parsers_progress  # noqa: E402,F401  (registers its parsers)
 import log_parsers_sampled  # noqa: E402,F401  (registers its parsers)
 import log_parsers_scanned  # noqa: E402,F401  (registers its parsers)
+import log_parsers_sifted  # noqa: E402,F401  (registers its parsers)
 import log_parsers_sourced  # noqa: E402,F401  (registers its parsers)
 import log_parsers_threaded  # noqa: E402,F401  (registers its parsers)
 import log_parsers_trawled  # noqa: E402,F401  (registers its parsers)
