@@ -8,7 +8,7 @@ in ``log_parsers.py``, ``log_parsers_more.py``, ``log_parsers_progress.py``, ``l
 ``log_parsers_dredged.py``, ``log_parsers_sifted.py``,
 ``log_parsers_scanned.py``, ``log_parsers_picked.py``, ``log_parsers_sampled.py``,
 ``log_parsers_threaded.py``, ``log_parsers_fetched.py``, ``log_parsers_withheld.py``,
-``log_parsers_trawled.py`` and ``log_parsers_gleaned.py``), a function
+``log_parsers_trawled.py``, ``log_parsers_gleaned.py`` and ``log_parsers_combed.py``), a function
 from the excerpt's text to rows (dicts of column -> text).
 Values are copied as printed; the only changes are dropping thousands separators, spelling
 non-finite values ``nan``/``inf``/``-inf``, milli- and microseconds -> seconds (exact decimal shifts) and
@@ -41,6 +41,7 @@ sys.path.insert(0, str(HERE))           # the parser modules beside this script
 import log_parsers  # noqa: E402,F401  (registers its parsers)
 import log_parsers_assembled  # noqa: E402,F401  (registers its parsers)
 import log_parsers_collected  # noqa: E402,F401  (registers its parsers)
+import log_parsers_combed  # noqa: E402,F401  (registers its parsers)
 import log_parsers_culled  # noqa: E402,F401  (registers its parsers)
 import log_parsers_drawn  # noqa: E402,F401  (registers its parsers)
 import log_parsers_dredged  # noqa: E402,F401  (registers its parsers)
