@@ -9,7 +9,7 @@ in ``log_parsers.py``, ``log_parsers_more.py``, ``log_parsers_progress.py``, ``l
 ``log_parsers_scanned.py``, ``log_parsers_picked.py``, ``log_parsers_sampled.py``,
 ``log_parsers_threaded.py``, ``log_parsers_fetched.py``, ``log_parsers_withheld.py``,
 ``log_parsers_trawled.py``, ``log_parsers_gleaned.py``, ``log_parsers_combed.py``,
-``log_parsers_panned.py`` and ``log_parsers_winnowed.py``), a function
+``log_parsers_panned.py``, ``log_parsers_threshed.py`` and ``log_parsers_winnowed.py``), a function
 from the excerpt's text to rows (dicts of column -> text).
 Values are copied as printed; the only changes are dropping thousands separators, spelling
 non-finite values ``nan``/``inf``/``-inf``, milli- and microseconds -> seconds (exact decimal shifts) and
@@ -63,6 +63,7 @@ import log_parsers_scanned  # noqa: E402,F401  (registers its parsers)
 import log_parsers_sifted  # noqa: E402,F401  (registers its parsers)
 import log_parsers_sourced  # noqa: E402,F401  (registers its parsers)
 import log_parsers_threaded  # noqa: E402,F401  (registers its parsers)
+import log_parsers_threshed  # noqa: E402,F401  (registers its parsers)
 import log_parsers_trawled  # noqa: E402,F401  (registers its parsers)
 import log_parsers_winnowed  # noqa: E402,F401  (registers its parsers)
 import log_parsers_withheld  # noqa: E402,F401  (registers its parsers)
