@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import List
 
-from log_parsing import Row, num, parser
+from log_parsing import Row, headed_rows, num, parser
 
 
 @parser("epoch_header_loss_batch")
@@ -13,18 +13,10 @@ def epoch_header_loss_batch(text: str) -> List[Row]:
     """Tutorial loops (MindSpore quick start, MindChemistry): an ``Epoch E`` header line, then
     ``loss: X  [B/N]`` lines (B = batch index within the epoch, N = batches per epoch); step = (E - 1) * N
     + B, computed; ``Test:``/``train loss:`` summary lines not carried."""
-    rows: List[Row] = []
-    epoch = None
-    for line in text.splitlines():
-        head = re.match(r"Epoch (\d+)\s*$", line)
-        if head:
-            epoch = int(head.group(1))
-            continue
-        m = re.match(r"loss: (\S+)\s+\[\s*(\d+)/\s*(\d+)\]\s*$", line)
-        if m and epoch is not None:
-            rows.append({"step": str((epoch - 1) * int(m.group(3)) + int(m.group(2))),
-                         "loss": num(m.group(1)), "epoch": str(epoch)})
-    return rows
+    return headed_rows(text, r"Epoch (\d+)\s*$", r"loss: (\S+)\s+\[\s*(\d+)/\s*(\d+)\]\s*$",
+                       lambda head, m: {"step": str((int(head.group(1)) - 1) * int(m.group(3))
+                                                    + int(m.group(2))),
+                                        "loss": num(m.group(1)), "epoch": str(int(head.group(1)))})
 
 
 @parser("epoch_train_val_loss")

@@ -5,7 +5,7 @@ import re
 from decimal import Decimal
 from typing import Dict, List
 
-from log_parsing import Row, add_present, group, num, parser, rows_of
+from log_parsing import Row, add_present, group, headed_rows, num, parser, rows_of
 
 PIPED_COLUMNS = {"grad_norm": "grad_norm", "lr": "learning_rate", "epoch": "epoch"}
 
@@ -46,18 +46,9 @@ def md_table_step_loss(text: str) -> List[Row]:
 def keras_epoch_header_loss(text: str) -> List[Row]:
     """Keras 2 ``fit`` output: an ``Epoch E/N`` line, then the epoch's progress line ``S/S [====] - Ts -
     loss: X - acc: A``; step = E (the epoch as printed), loss = X. Accuracy is not carried."""
-    rows: List[Row] = []
-    epoch = None
-    for line in text.splitlines():
-        head = re.match(r"Epoch (\d+)/\d+\s*$", line)
-        if head:
-            epoch = head.group(1)
-            continue
-        m = re.match(r"\s*\d+/\d+ \[[=>.]*\] - .*?\bloss: (\S+)", line)
-        if m and epoch is not None:
-            rows.append({"step": epoch, "loss": num(m.group(1)), "epoch": epoch})
-            epoch = None
-    return rows
+    return headed_rows(text, r"Epoch (\d+)/\d+\s*$", r"\s*\d+/\d+ \[[=>.]*\] - .*?\bloss: (\S+)",
+                       lambda head, m: {"step": head.group(1), "loss": num(m.group(1)),
+                                        "epoch": head.group(1)}, once=True)
 
 
 @parser("epoch_loss_time_delta")

@@ -1,10 +1,9 @@
 """Parsers of held-out candidate set 36's issue-thread logs (see ``convert.py``)."""
 from __future__ import annotations
 
-import re
 from typing import List
 
-from log_parsing import Row, group, num, parser, rows_of
+from log_parsing import Row, group, headed_rows, num, parser, rows_of
 
 
 @parser("dash_info_iter_loss_time")
@@ -20,15 +19,6 @@ def keras_epoch_bare_header_loss(text: str) -> List[Row]:
     """Early Keras ``fit`` output: an ``Epoch E`` line (no total), then the epoch's progress line
     ``S/S [====] - Ts - loss: X``; step = E (the epoch as printed), loss = X, step_time_s = T (the
     epoch's printed duration in whole seconds)."""
-    rows: List[Row] = []
-    epoch = None
-    for line in text.splitlines():
-        head = re.match(r"Epoch (\d+)\s*$", line)
-        if head:
-            epoch = head.group(1)
-            continue
-        m = re.match(r"\s*\d+/\d+ \[[=>.]*\] - (\d+)s - loss: (\S+)", line)
-        if m and epoch is not None:
-            rows.append({"step": epoch, "loss": num(m.group(2)), "step_time_s": m.group(1), "epoch": epoch})
-            epoch = None
-    return rows
+    return headed_rows(text, r"Epoch (\d+)\s*$", r"\s*\d+/\d+ \[[=>.]*\] - (\d+)s - loss: (\S+)",
+                       lambda head, m: {"step": head.group(1), "loss": num(m.group(2)),
+                                        "step_time_s": m.group(1), "epoch": head.group(1)}, once=True)

@@ -60,6 +60,26 @@ def rows_of(pattern: str, text: str, **columns: Callable[[re.Match], str]) -> Li
     return rows
 
 
+def headed_rows(text: str, header: str, record: str, row: Callable[[re.Match, re.Match], Row],
+                once: bool = False) -> List[Row]:
+    """``row(head, m)`` for each line matching ``record`` that follows a line matching ``header``
+    (``head``: the latest such line's match; both patterns anchored at the line's start); ``once``:
+    only the first record after each header."""
+    rows: List[Row] = []
+    head = None
+    for line in text.splitlines():
+        h = re.match(header, line)
+        if h:
+            head = h
+            continue
+        m = re.match(record, line)
+        if m and head is not None:
+            rows.append(row(head, m))
+            if once:
+                head = None
+    return rows
+
+
 def add_present(row: Row, columns: Dict[str, str], values: Dict[str, str]) -> Row:
     """``row`` with ``column = num(values[key])`` for each ``column: key`` that ``values`` holds."""
     row.update({column: num(values[key]) for column, key in columns.items() if key in values})
