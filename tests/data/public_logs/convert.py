@@ -9,8 +9,9 @@ in ``log_parsers.py``, ``log_parsers_more.py``, ``log_parsers_progress.py``, ``l
 ``log_parsers_scanned.py``, ``log_parsers_picked.py``, ``log_parsers_sampled.py``,
 ``log_parsers_threaded.py``, ``log_parsers_fetched.py``, ``log_parsers_withheld.py``,
 ``log_parsers_trawled.py``, ``log_parsers_gleaned.py``, ``log_parsers_combed.py``,
-``log_parsers_panned.py``, ``log_parsers_threshed.py``, ``log_parsers_winnowed.py`` and
-``log_parsers_garnered.py``), a function
+``log_parsers_panned.py``, ``log_parsers_threshed.py``, ``log_parsers_winnowed.py``,
+``log_parsers_garnered.py``, ``log_parsers_foraged.py`` and ``log_parsers_reaped.py``), a
+function
 from the excerpt's text to rows (dicts of column -> text).
 Values are copied as printed; the only changes are dropping thousands separators, spelling
 non-finite values ``nan``/``inf``/``-inf``, milli- and microseconds -> seconds (exact decimal shifts) and
@@ -49,6 +50,7 @@ import log_parsers_drawn  # noqa: E402,F401  (registers its parsers)
 import log_parsers_dredged  # noqa: E402,F401  (registers its parsers)
 import log_parsers_extra  # noqa: E402,F401  (registers its parsers)
 import log_parsers_fetched  # noqa: E402,F401  (registers its parsers)
+import log_parsers_foraged  # noqa: E402,F401  (registers its parsers)
 import log_parsers_garnered  # noqa: E402,F401  (registers its parsers)
 import log_parsers_gathered  # noqa: E402,F401  (registers its parsers)
 import log_parsers_gleaned  # noqa: E402,F401  (registers its parsers)
@@ -60,6 +62,7 @@ import log_parsers_more  # noqa: E402,F401  (registers its parsers)
 import log_parsers_panned  # noqa: E402,F401  (registers its parsers)
 import log_parsers_picked  # noqa: E402,F401  (registers its parsers)
 import log_parsers_progress  # noqa: E402,F401  (registers its parsers)
+import log_parsers_reaped  # noqa: E402,F401  (registers its parsers)
 import log_parsers_sampled  # noqa: E402,F401  (registers its parsers)
 import log_parsers_scanned  # noqa: E402,F401  (registers its parsers)
 import log_parsers_sifted  # noqa: E402,F401  (registers its parsers)
