@@ -15,7 +15,7 @@ import numpy as np
 
 from msdoctor.core.engine.gathers import Shared, point_rows, search_right
 from msdoctor.core.engine.nodes import Frame, Node, Out, locf, locf_segments
-from msdoctor.core.engine.segments import per_rank
+from msdoctor.core.engine.segments import some_ranks
 from msdoctor.core.engine.selection import (  # noqa: F401 - re-exported
     Picker,
     Selection,
@@ -420,7 +420,7 @@ class Baseline(Node):
         """As :meth:`evaluate` rank by rank: the points inside each rank's window found at
         once; a rank's list grows (or its baseline freezes) in a few operations."""
         if len(self.params) > 2:
-            return per_rank(self, frame, args, states)
+            return self._reaching(frame, args, states)
         segs = frame.segments
         n = int(self.params[1])
         q = frame.steps
@@ -446,4 +446,24 @@ class Baseline(Node):
                 done[r] = True
         value = np.array([st["value"] for st in states])
         out = np.where(done[segs.seg] & (q >= end[segs.seg]), value[segs.seg], np.nan)
+        return out, args[0][1]
+
+    def _reaching(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
+        """The windows that reach past their end (``m``): ranks whose baseline is still open
+        rank by rank (:meth:`evaluate`), the frozen ones from their value at once."""
+        segs = frame.segments
+        open_ = [r for r, st in enumerate(states) if not st["done"]]
+        out = np.full(frame.n, np.nan)
+        if open_:
+            some_ranks(self, frame, args, states, open_, out)
+        if len(open_) < len(states):
+            was_open = np.zeros(len(states), dtype=bool)
+            was_open[open_] = True
+            value = np.array([st["value"] for st in states])
+            closed = np.array([st.get("closed", self._window(st["f"])[1]) for st in states],
+                              dtype=np.float64)
+            seg = segs.seg
+            rows = frame.steps >= closed[seg]
+            rows &= ~was_open[seg]
+            out = np.where(rows, value[seg], out)
         return out, args[0][1]
