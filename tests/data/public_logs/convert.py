@@ -11,7 +11,7 @@ in ``log_parsers.py``, ``log_parsers_more.py``, ``log_parsers_progress.py``, ``l
 ``log_parsers_trawled.py``, ``log_parsers_gleaned.py``, ``log_parsers_combed.py``,
 ``log_parsers_panned.py``, ``log_parsers_threshed.py``, ``log_parsers_winnowed.py``,
 ``log_parsers_garnered.py``, ``log_parsers_foraged.py``, ``log_parsers_reaped.py``,
-``log_parsers_scooped.py`` and ``log_parsers_netted.py``), a
+``log_parsers_scooped.py``, ``log_parsers_netted.py`` and ``log_parsers_hauled.py``), a
 function
 from the excerpt's text to rows (dicts of column -> text).
 Values are copied as printed; the only changes are dropping thousands separators, spelling
@@ -56,6 +56,7 @@ import log_parsers_garnered  # noqa: E402,F401  (registers its parsers)
 import log_parsers_gathered  # noqa: E402,F401  (registers its parsers)
 import log_parsers_gleaned  # noqa: E402,F401  (registers its parsers)
 import log_parsers_harvested  # noqa: E402,F401  (registers its parsers)
+import log_parsers_hauled  # noqa: E402,F401  (registers its parsers)
 import log_parsers_located  # noqa: E402,F401  (registers its parsers)
 import log_parsers_mindspore  # noqa: E402,F401  (registers its parsers)
 import log_parsers_mined  # noqa: E402,F401  (registers its parsers)
