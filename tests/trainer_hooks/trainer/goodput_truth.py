@@ -12,7 +12,7 @@ import math
 import statistics
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 CAUSES = ("startup", "data_wait", "checkpoint", "hang", "downtime", "redone", "evaluation")
 #: msdoctor's hung step (``msdoctor.core.goodput``): over this many times the median step...
@@ -21,6 +21,10 @@ HANG_FACTOR = 10.0
 HANG_MIN_S = 1.0
 #: ...the typical span: the median of this many spans before the step
 TYPICAL_WINDOW = 64
+#: a process's first step is split into compilation and a typical span once this many usual
+#: spans have followed it (msdoctor's causal account; a median of the whole run's spans drifts
+#: from it by a share of the wall time when the machine's load changes during the run)
+OWED_AFTER = 4
 TIMED = {"save": "checkpoint", "load": "checkpoint", "eval": "evaluation", "hang": "hang"}
 
 
@@ -51,7 +55,7 @@ def badput(run_dir: Path) -> Dict[str, float]:
       is one such step, and on a loaded machine a step that merely took that long is another;
     - startup: from a launch, or a rollback's restart within the process, to the first step's
       begin, less the checkpoint loads in between, plus that first step's excess over the
-      median step (compilation);
+      typical span once OWED_AFTER usual spans followed it (compilation);
     - downtime: from a crash to the next launch;
     - redone: after a resume at step S (a restart or a rollback), the time the earlier pass
       spent computing steps after S (their span less the saves, evaluations, hang in them; a
@@ -59,7 +63,6 @@ def badput(run_dir: Path) -> Dict[str, float]:
     """
     out = dict.fromkeys(CAUSES, 0.0)
     done: Dict[int, float] = {}            # step -> its compute time, on its latest pass
-    spans: List[float] = []
     firsts: List[float] = []
     extra: Dict[int, float] = {}
     stalls: Dict[int, float] = {}          # step -> the seconds its hang timed
@@ -105,9 +108,8 @@ def badput(run_dir: Path) -> Dict[str, float]:
             done[step] = work
             if first:
                 out["data_wait"] += fetched
-                firsts.append(work)
+                firsts.append((work, len(usual)))
             else:
-                spans.append(work)
                 span = fetched + work + stalls.get(step, 0.0)
                 recent = usual[-TYPICAL_WINDOW:]
                 typical = statistics.median(recent) if recent else math.nan
@@ -117,11 +119,22 @@ def badput(run_dir: Path) -> Dict[str, float]:
                 else:
                     out["data_wait"] += fetched
                     usual.append(span)
+                    out["startup"] += _compilation(firsts, usual)
             stalls.pop(step, None)
             first, prev_end, prev_step, begun = False, t, step, None
-    typical = statistics.median(spans)
-    out["startup"] += sum(max(0.0, span - typical) for span in firsts)
+    out["startup"] += sum(work for work, _ in firsts)      # not split yet: all of it
     return out
+
+
+def _compilation(firsts: List[Tuple[float, int]], usual: List[float]) -> float:
+    """A process's first step less the typical step, once OWED_AFTER usual spans followed it
+    (the typical: the median of the last TYPICAL_WINDOW usual spans then); the first steps
+    split are taken out of ``firsts``."""
+    split = 0.0
+    for item in [f for f in firsts if len(usual) - f[1] >= OWED_AFTER]:
+        firsts.remove(item)
+        split += max(0.0, item[0] - statistics.median(usual[-TYPICAL_WINDOW:]))
+    return split
 
 
 def launches(run_dir: Path) -> List[float]:
