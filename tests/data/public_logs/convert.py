@@ -11,8 +11,9 @@ in ``log_parsers.py``, ``log_parsers_more.py``, ``log_parsers_progress.py``, ``l
 ``log_parsers_trawled.py``, ``log_parsers_gleaned.py``, ``log_parsers_combed.py``,
 ``log_parsers_panned.py``, ``log_parsers_threshed.py``, ``log_parsers_winnowed.py``,
 ``log_parsers_garnered.py``, ``log_parsers_foraged.py``, ``log_parsers_reaped.py``,
-``log_parsers_scooped.py``, ``log_parsers_netted.py``, ``log_parsers_hauled.py`` and
-``log_parsers_skimmed.py``), a
+``log_parsers_scooped.py``, ``log_parsers_netted.py``, ``log_parsers_hauled.py``,
+``log_parsers_skimmed.py``, ``log_parsers_trapped.py`` and
+``log_parsers_sieved.py``), a
 function
 from the excerpt's text to rows (dicts of column -> text).
 Values are copied as printed; the only changes are dropping thousands separators, spelling
@@ -70,11 +71,13 @@ import log_parsers_reaped  # noqa: E402,F401  (registers its parsers)
 import log_parsers_sampled  # noqa: E402,F401  (registers its parsers)
 import log_parsers_scanned  # noqa: E402,F401  (registers its parsers)
 import log_parsers_scooped  # noqa: E402,F401  (registers its parsers)
+import log_parsers_sieved  # noqa: E402,F401  (registers its parsers)
 import log_parsers_sifted  # noqa: E402,F401  (registers its parsers)
 import log_parsers_skimmed  # noqa: E402,F401  (registers its parsers)
 import log_parsers_sourced  # noqa: E402,F401  (registers its parsers)
 import log_parsers_threaded  # noqa: E402,F401  (registers its parsers)
 import log_parsers_threshed  # noqa: E402,F401  (registers its parsers)
+import log_parsers_trapped  # noqa: E402,F401  (registers its parsers)
 import log_parsers_trawled  # noqa: E402,F401  (registers its parsers)
 import log_parsers_winnowed  # noqa: E402,F401  (registers its parsers)
 import log_parsers_withheld  # noqa: E402,F401  (registers its parsers)
