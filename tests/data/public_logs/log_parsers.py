@@ -5,7 +5,7 @@ import csv
 import io
 import json
 import re
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from log_parsing import Row, add_present, fairseq_rows, group, num, parser, rows_of, seconds
 
@@ -222,8 +222,14 @@ def lightning_metrics_csv(text: str) -> List[Row]:
     """PyTorch Lightning CSVLogger ``metrics.csv`` (``epoch,step,...``): one row per line that
     carries the training loss, the first of ``train_loss_step``, ``train_loss``, ``loss`` in the
     header; validation and epoch-summary lines (loss cell empty) skipped; step as printed."""
+    return lightning_rows(text, LIGHTNING_LOSS_COLUMNS)
+
+
+def lightning_rows(text: str, columns: Tuple[str, ...]) -> List[Row]:
+    """The rows of a Lightning ``metrics.csv`` whose loss is the first of ``columns`` in its
+    header; lines with an empty loss cell skipped; step and epoch as printed."""
     reader = csv.DictReader(io.StringIO(text))
-    key = next(c for c in LIGHTNING_LOSS_COLUMNS if c in (reader.fieldnames or ()))
+    key = next(c for c in columns if c in (reader.fieldnames or ()))
     rows = []
     for line in reader:
         if not (line.get(key) or "").strip():
@@ -273,8 +279,13 @@ def nanogpt_pipe_fields(text: str) -> List[Row]:
 @parser("llmc")
 def llmc(text: str) -> List[Row]:
     """llm.c ``step N/M | loss X (+nanz)| norm G (+nanz)| lr L | T ms | P% bf16 MFU | K tok/s``."""
-    return rows_of(r"^step\s+(\d+)/\d+ \| loss\s+(\S+) \(\+nanz\)\| norm\s+(\S+) \(\+nanz\)\| "
-                   r"lr (\S+) \| ([\d.]+) ms \| [^|]*\| (\d+) tok/s", text,
+    return llmc_rows(text, r"\+nanz")
+
+
+def llmc_rows(text: str, zscore: str) -> List[Row]:
+    """The rows of llm.c's console lines whose loss and norm z-scores match ``zscore``."""
+    return rows_of(r"^step\s+(\d+)/\d+ \| loss\s+(\S+) \(" + zscore + r"\)\| norm\s+(\S+) \("
+                   + zscore + r"\)\| lr (\S+) \| ([\d.]+) ms \| [^|]*\| (\d+) tok/s", text,
                    step=group(1), loss=group(2), grad_norm=group(3), lr=group(4),
                    step_time_s=group(5, seconds), tokens_per_s=group(6))
 

@@ -1,10 +1,9 @@
 """Parsers of held-out candidate set 43's logs (see ``convert.py``)."""
 from __future__ import annotations
 
-import csv
-import io
 from typing import List
 
+from log_parsers import lightning_rows
 from log_parsing import Row, group, num, parser, rows_of
 
 #: Loss columns of Lightning ``metrics.csv`` files that ``lightning_metrics_csv`` does not know, in order of preference.
@@ -29,14 +28,4 @@ def lightning_metrics_csv_other_loss(text: str) -> List[Row]:
     """PyTorch Lightning CSVLogger ``metrics.csv`` whose training loss is logged under another name: the first of
     ``train/loss`` (RL4CO) and ``mean_loss`` in the header; one row per line that carries it (validation lines,
     loss cell empty, skipped); step and epoch as printed; other columns (rewards, entropy, loss terms) dropped."""
-    reader = csv.DictReader(io.StringIO(text))
-    key = next(c for c in OTHER_LIGHTNING_LOSS_COLUMNS if c in (reader.fieldnames or ()))
-    rows = []
-    for line in reader:
-        if not (line.get(key) or "").strip():
-            continue
-        row = {"step": line["step"].strip(), "loss": num(line[key])}
-        if (line.get("epoch") or "").strip():
-            row["epoch"] = line["epoch"].strip()
-        rows.append(row)
-    return rows
+    return lightning_rows(text, OTHER_LIGHTNING_LOSS_COLUMNS)

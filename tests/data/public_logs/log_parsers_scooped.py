@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import List
 
-from log_parsing import Row, group, parser, rows_of, seconds
+from log_parsers import llmc_rows
+from log_parsing import Row, group, parser, rows_of
 
 
 @parser("llmc_zscore")
@@ -11,10 +12,7 @@ def llmc_zscore(text: str) -> List[Row]:
     """llm.c ``step N/M | loss X (Zz)| norm G (Zz)| lr L | T ms | P% bf16 MFU | K tok/s`` with any printed
     z-score (``+nanz`` on the first steps, then e.g. ``-1.87z``); the z-scores and the MFU are not carried;
     step_time_s = T ms as seconds; lines cut before ``tok/s`` (a job killed mid-line) are not records."""
-    return rows_of(r"^step\s+(\d+)/\d+ \| loss\s+(\S+) \([^)]*\)\| norm\s+(\S+) \([^)]*\)\| "
-                   r"lr (\S+) \| ([\d.]+) ms \| [^|]*\| (\d+) tok/s", text,
-                   step=group(1), loss=group(2), grad_norm=group(3), lr=group(4),
-                   step_time_s=group(5, seconds), tokens_per_s=group(6))
+    return llmc_rows(text, r"[^)]*")
 
 
 @parser("llmc_main_log")

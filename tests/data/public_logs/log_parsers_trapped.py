@@ -17,19 +17,25 @@ def stripped_csv(text: str) -> List[Dict[str, str]]:
     return [dict(zip(header, (cell.strip() for cell in cells))) for cells in reader if cells]
 
 
+def epoch_rows(text: str, loss: str, lr: str) -> List[Row]:
+    """One row per line of a CSV text with an ``epoch`` column: step = the epoch as printed, the loss from column
+    ``loss``, the learning rate from column ``lr`` where the line has it."""
+    rows = []
+    for line in stripped_csv(text):
+        row = {"step": line["epoch"], "loss": num(line[loss])}
+        if line.get(lr):
+            row["lr"] = num(line[lr])
+        rows.append(row)
+    return rows
+
+
 @parser("ultralytics_results_csv")
 def ultralytics_results_csv(text: str) -> List[Row]:
     """Ultralytics YOLO (v8 and later) ``results.csv``, one line per epoch ``epoch,[time,]train/box_loss,
     train/cls_loss,train/dfl_loss,metrics/..,val/..,lr/pg0,lr/pg1,lr/pg2`` (older versions pad names and cells with
     spaces); step = the epoch as printed, loss = ``train/box_loss`` (the file has no total loss; the class and DFL
     losses are not carried), lr = ``lr/pg0``; the cumulative ``time``, metrics and validation losses not carried."""
-    rows = []
-    for line in stripped_csv(text):
-        row = {"step": line["epoch"], "loss": num(line["train/box_loss"])}
-        if line.get("lr/pg0"):
-            row["lr"] = num(line["lr/pg0"])
-        rows.append(row)
-    return rows
+    return epoch_rows(text, "train/box_loss", "lr/pg0")
 
 
 @parser("keras_csvlogger")
@@ -37,13 +43,7 @@ def keras_csvlogger(text: str) -> List[Row]:
     """Keras ``CSVLogger`` file: a header line ``epoch,acc,loss,val_acc,val_loss[,lr]`` (any columns, any order),
     then one line per epoch; step = the epoch as printed (Keras counts from 0), loss = ``loss``, lr = ``lr`` when
     logged; the metrics and validation columns are not carried."""
-    rows = []
-    for line in stripped_csv(text):
-        row = {"step": line["epoch"], "loss": num(line["loss"])}
-        if line.get("lr"):
-            row["lr"] = num(line["lr"])
-        rows.append(row)
-    return rows
+    return epoch_rows(text, "loss", "lr")
 
 
 @parser("epoch_train_loss_eq_val_loss_eq")
