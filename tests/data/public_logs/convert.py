@@ -12,7 +12,7 @@ in ``log_parsers.py``, ``log_parsers_more.py``, ``log_parsers_progress.py``, ``l
 ``log_parsers_panned.py``, ``log_parsers_threshed.py``, ``log_parsers_winnowed.py``,
 ``log_parsers_garnered.py``, ``log_parsers_foraged.py``, ``log_parsers_reaped.py``,
 ``log_parsers_scooped.py``, ``log_parsers_netted.py``, ``log_parsers_hauled.py``,
-``log_parsers_skimmed.py``, ``log_parsers_trapped.py`` and
+``log_parsers_skimmed.py``, ``log_parsers_trapped.py``, ``log_parsers_shoveled.py`` and
 ``log_parsers_sieved.py``), a
 function
 from the excerpt's text to rows (dicts of column -> text).
@@ -71,6 +71,7 @@ import log_parsers_reaped  # noqa: E402,F401  (registers its parsers)
 import log_parsers_sampled  # noqa: E402,F401  (registers its parsers)
 import log_parsers_scanned  # noqa: E402,F401  (registers its parsers)
 import log_parsers_scooped  # noqa: E402,F401  (registers its parsers)
+import log_parsers_shoveled  # noqa: E402,F401  (registers its parsers)
 import log_parsers_sieved  # noqa: E402,F401  (registers its parsers)
 import log_parsers_sifted  # noqa: E402,F401  (registers its parsers)
 import log_parsers_skimmed  # noqa: E402,F401  (registers its parsers)
