@@ -412,8 +412,7 @@ class Baseline(Node):
                 rows = np.arange(frame.n)
             self._grow(state, q[rows], args[0][0][rows], float(q[-1]))
         if state["done"]:
-            # a state saved before windows could close past their end closed at the end
-            out[q >= state.get("closed", self._window(state["f"])[1])] = state["value"]
+            out[q >= self._closed(state)] = state["value"]
         return out, args[0][1]
 
     def evaluate_segments(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
@@ -448,22 +447,21 @@ class Baseline(Node):
         out = np.where(done[segs.seg] & (q >= end[segs.seg]), value[segs.seg], np.nan)
         return out, args[0][1]
 
+    def _closed(self, state: Dict[str, Any]) -> float:
+        """The step a frozen baseline holds from (a state saved before windows could close
+        past their end closed at the end)."""
+        return state.get("closed", self._window(state["f"])[1])
+
     def _reaching(self, frame: Frame, args: List[Out], states: List[Dict[str, Any]]) -> Out:
         """The windows that reach past their end (``m``): ranks whose baseline is still open
         rank by rank (:meth:`evaluate`), the frozen ones from their value at once."""
-        segs = frame.segments
-        open_ = [r for r, st in enumerate(states) if not st["done"]]
+        seg = frame.segments.seg
+        done = np.array([bool(st["done"]) for st in states])
         out = np.full(frame.n, np.nan)
-        if open_:
-            some_ranks(self, frame, args, states, open_, out)
-        if len(open_) < len(states):
-            was_open = np.zeros(len(states), dtype=bool)
-            was_open[open_] = True
+        if not done.all():
+            some_ranks(self, frame, args, states, np.flatnonzero(~done).tolist(), out)
+        if done.any():
             value = np.array([st["value"] for st in states])
-            closed = np.array([st.get("closed", self._window(st["f"])[1]) for st in states],
-                              dtype=np.float64)
-            seg = segs.seg
-            rows = frame.steps >= closed[seg]
-            rows &= ~was_open[seg]
-            out = np.where(rows, value[seg], out)
+            closed = np.array([self._closed(st) for st in states], dtype=np.float64)
+            out = np.where(done[seg] & (frame.steps >= closed[seg]), value[seg], out)
         return out, args[0][1]
